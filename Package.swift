@@ -1,0 +1,47 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "thing-agent",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ThingAgent", targets: ["ThingAgent"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
+        .library(name: "SQLite", targets: ["SQLite"]),
+        .executable(name: "thing-agent", targets: ["thing-agent"]),
+    ],
+    targets: [
+        // C libraries from Debian's -dev packages.
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+
+        // Swift layers: each points only down.
+        .target(name: "JSON", swiftSettings: swift6),
+        .target(name: "MQTT", dependencies: ["CMosquitto"], swiftSettings: swift6),
+        .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
+        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON"], swiftSettings: swift6),
+        .executableTarget(name: "thing-agent", dependencies: ["ThingAgent"], swiftSettings: swift6),
+
+        // Test support: a real mosquitto broker on a free loopback port, certificates, temp dirs.
+        .target(name: "TestSupport", dependencies: ["MQTT"], path: "Tests/TestSupport", swiftSettings: swift6),
+        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swift6),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "ThingAgentTests", dependencies: ["ThingAgent", "TestSupport"], swiftSettings: swift6),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["ThingAgent", "TestSupport", "thing-agent"],
+            swiftSettings: swift6
+        ),
+    ]
+)

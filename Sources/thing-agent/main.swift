@@ -1,0 +1,2 @@
+import ThingAgent
+print("thing-agent")

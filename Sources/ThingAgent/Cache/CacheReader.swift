@@ -1,0 +1,19 @@
+/// Reads the cache file directly, without loading the fleet or reaching the broker: what the CLI's `info` and
+/// `devices` use, also while the daemon writes (WAL lets readers and the writer work side by side).
+public final class CacheReader {
+    private let store: CacheStore
+
+    /// Opens the cache read-only. A missing file is an error that names the path.
+    public init(path: String) throws {
+        store = try CacheStore(path: path, readOnly: true)
+    }
+
+    public func device(_ id: String) throws -> DeviceSnapshot? {
+        try store.loadDevice(id)
+    }
+
+    /// Every cached device, sorted by id.
+    public func devices() throws -> [DeviceSnapshot] {
+        try store.loadAll().values.sorted { $0.id < $1.id }
+    }
+}

@@ -1,0 +1,48 @@
+import SQLite
+
+/// The cache's SQLite schema, by version. Documented in the README ("The cache file"); readable with `sqlite3`.
+enum CacheSchema {
+    static let migrations: [Migration] = [
+        Migration(version: 1, name: "devices, properties, transfers", sql: """
+            CREATE TABLE devices (
+                dev_id            TEXT PRIMARY KEY NOT NULL,
+                \(DeviceInfo.fields.map { "\($0.column) \($0.type.isInteger ? "INTEGER" : "TEXT")" }
+                    .joined(separator: ",\n    "))
+                ,
+                info_time         INTEGER,
+                online            INTEGER,
+                status_time       INTEGER,
+                status_changed_at INTEGER,
+                wifi_signal_time  INTEGER,
+                rsrp_time         INTEGER,
+                first_seen        INTEGER NOT NULL,
+                updated_at        INTEGER NOT NULL
+            );
+            CREATE INDEX devices_by_gateway ON devices(gateway_id) WHERE gateway_id IS NOT NULL;
+            CREATE TABLE properties (
+                dev_id TEXT NOT NULL REFERENCES devices(dev_id) ON DELETE CASCADE,
+                code   TEXT NOT NULL,
+                value  TEXT NOT NULL,
+                time   INTEGER NOT NULL,
+                PRIMARY KEY (dev_id, code)
+            ) WITHOUT ROWID;
+            CREATE TABLE transfers (
+                gateway_id  TEXT PRIMARY KEY NOT NULL REFERENCES devices(dev_id) ON DELETE CASCADE,
+                target_id   TEXT,
+                target_name TEXT,
+                status      INTEGER NOT NULL,
+                failed_code TEXT NOT NULL DEFAULT '',
+                time        INTEGER NOT NULL,
+                updated_at  INTEGER NOT NULL
+            );
+            """),
+    ]
+
+    /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.
+    static let stateColumns = [
+        "info_time", "online", "status_time", "status_changed_at", "wifi_signal_time", "rsrp_time",
+        "first_seen", "updated_at",
+    ]
+
+    static var deviceColumns: [String] { ["dev_id"] + DeviceInfo.fields.map(\.column) + stateColumns }
+}

@@ -1,0 +1,193 @@
+import JSON
+import SQLite
+
+/// The SQLite side of the cache: writes what changed, reads everything back at start.
+/// Not thread-safe: its owner serializes access (the ingest path holds it in a Mutex).
+final class CacheStore {
+    let database: Database
+    private let upsertDevice: Statement
+    private let upsertProperty: Statement
+    private let upsertTransfer: Statement
+
+    /// Opens (or creates) the cache file and brings its schema up to date.
+    init(path: String, readOnly: Bool = false) throws {
+        var options = Database.Options()
+        options.readOnly = readOnly
+        database = try Database(path: path, options: options)
+        if !readOnly {
+            _ = try Migrator(CacheSchema.migrations).migrate(database)
+        } else if try database.userVersion < CacheSchema.migrations.count {
+            throw CacheError.schemaTooOld(path: path, version: try database.userVersion)
+        }
+        let columns = CacheSchema.deviceColumns
+        upsertDevice = try database.prepare("""
+            INSERT INTO devices (\(columns.joined(separator: ", ")))
+            VALUES (\(Array(repeating: "?", count: columns.count).joined(separator: ", ")))
+            ON CONFLICT(dev_id) DO UPDATE SET
+            \(columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
+            """)
+        upsertProperty = try database.prepare("""
+            INSERT INTO properties (dev_id, code, value, time) VALUES (?, ?, ?, ?)
+            ON CONFLICT(dev_id, code) DO UPDATE SET value = excluded.value, time = excluded.time
+            """)
+        upsertTransfer = try database.prepare("""
+            INSERT INTO transfers (gateway_id, target_id, target_name, status, failed_code, time, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(gateway_id) DO UPDATE SET target_id = excluded.target_id, target_name = excluded.target_name,
+            status = excluded.status, failed_code = excluded.failed_code, time = excluded.time,
+            updated_at = excluded.updated_at
+            """)
+    }
+
+    /// Writes the parts of `device` that `changes` names. The caller wraps calls in a transaction.
+    func write(_ device: DeviceSnapshot, _ changes: AppliedChanges) throws {
+        try writeDevice(device)
+        for change in changes.properties {
+            try upsertProperty.bind(device.id, at: 1)
+            try upsertProperty.bind(change.code, at: 2)
+            try upsertProperty.bind(change.value.serialized(), at: 3)
+            try upsertProperty.bind(change.time, at: 4)
+            try upsertProperty.run()
+        }
+        if let transfer = changes.transfer {
+            try writeTransfer(transfer)
+        }
+    }
+
+    func writeDevice(_ device: DeviceSnapshot) throws {
+        let statement = upsertDevice
+        var index: Int32 = 1
+        func next() -> Int32 {
+            defer { index += 1 }
+            return index
+        }
+        try statement.bind(device.id, at: next())
+        for field in DeviceInfo.fields {
+            let at = next()
+            switch device.info.fields[field.key] {
+            case nil, .null?: try statement.bindNull(at: at)
+            case .string(let text)?: try statement.bind(text, at: at)
+            case let value?:
+                if let integer = value.int64Value, field.type.isInteger {
+                    try statement.bind(integer, at: at)
+                } else {
+                    try statement.bind(value.serialized(), at: at)
+                }
+            }
+        }
+        try statement.bind(device.infoTime, at: next())
+        try statement.bind(device.online.map { $0 ? Int64(1) : 0 }, at: next())
+        try statement.bind(device.statusTime, at: next())
+        try statement.bind(device.statusChangedAt, at: next())
+        try statement.bind(device.wifiSignal?.time, at: next())
+        try statement.bind(device.rsrp?.time, at: next())
+        try statement.bind(device.firstSeen, at: next())
+        try statement.bind(device.updatedAt, at: next())
+        try statement.run()
+    }
+
+    func writeTransfer(_ transfer: TransferInfo) throws {
+        try upsertTransfer.bind(transfer.sourceDeviceId, at: 1)
+        try upsertTransfer.bind(transfer.targetDeviceId, at: 2)
+        try upsertTransfer.bind(transfer.targetDeviceName, at: 3)
+        try upsertTransfer.bind(Int64(transfer.status.rawValue), at: 4)
+        try upsertTransfer.bind(transfer.failedCode, at: 5)
+        try upsertTransfer.bind(transfer.time, at: 6)
+        try upsertTransfer.bind(transfer.updatedAt, at: 7)
+        try upsertTransfer.run()
+    }
+
+    /// Reads the whole cache. Called once at start, before the broker connects.
+    func loadAll() throws -> [String: DeviceSnapshot] {
+        try load(filter: nil, [])
+    }
+
+    /// Reads one device (the CLI's `info`: no need to load the fleet).
+    func loadDevice(_ id: String) throws -> DeviceSnapshot? {
+        try load(filter: "dev_id = ?", [.text(id)])[id]
+    }
+
+    /// Reads the devices matching an SQL condition on `devices` (and their properties and transfers).
+    private func load(filter: String?, _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
+        let condition = filter.map { " WHERE \($0)" } ?? ""
+        var devices: [String: DeviceSnapshot] = [:]
+        let select = try database.prepare(
+            "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
+        try select.bind(bindings)
+        while try select.step() {
+            let device = try Self.device(from: select)
+            devices[device.id] = device
+        }
+        let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
+        let properties = try database.prepare("SELECT dev_id, code, value, time FROM properties\(scope)")
+        try properties.bind(bindings)
+        while try properties.step() {
+            guard let id = properties.string(0), let code = properties.string(1),
+                  let text = properties.string(2) else { continue }
+            let value = (try? JSONParser.parse(text)) ?? .string(text)
+            devices[id]?.properties[code] = PropertyValue(value: value, time: properties.int64(3))
+        }
+        let transferScope = filter.map { " WHERE gateway_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
+        let transfers = try database.prepare("""
+            SELECT gateway_id, target_id, target_name, status, failed_code, time, updated_at FROM transfers\(transferScope)
+            """)
+        try transfers.bind(bindings)
+        while try transfers.step() {
+            guard let id = transfers.string(0) else { continue }
+            devices[id]?.transfer = TransferInfo(
+                sourceDeviceId: id, targetDeviceId: transfers.string(1), targetDeviceName: transfers.string(2),
+                status: TransferStatus(rawValue: transfers.int(3)) ?? .unknown,
+                failedCode: transfers.string(4) ?? "", time: transfers.int64(5), updatedAt: transfers.int64(6))
+        }
+        return devices
+    }
+
+    private static func device(from row: Statement) throws -> DeviceSnapshot {
+        var column: Int32 = 0
+        func next() -> Int32 {
+            defer { column += 1 }
+            return column
+        }
+        func optionalInt(_ i: Int32) -> Int64? { row.isNull(i) ? nil : row.int64(i) }
+
+        let id = row.string(next()) ?? ""
+        var fields = JSONObject()
+        for field in DeviceInfo.fields {
+            let i = next()
+            guard !row.isNull(i) else { continue }
+            switch field.type {
+            case .integer: fields[field.key] = .integer(row.int64(i))
+            case .stringArray, .object:
+                let text = row.string(i) ?? "null"
+                fields[field.key] = (try? JSONParser.parse(text)) ?? .null
+            case .string, .oneOf: fields[field.key] = row.string(i).map(JSONValue.string) ?? .null
+            }
+        }
+        var device = DeviceSnapshot(id: id, seenAt: 0)
+        device.info = DeviceInfo(devId: id, fields: fields)
+        device.infoTime = optionalInt(next())
+        device.online = optionalInt(next()).map { $0 != 0 }
+        device.statusTime = optionalInt(next())
+        device.statusChangedAt = optionalInt(next())
+        if let time = optionalInt(next()), let dBm = device.info.wifiSignal {
+            device.wifiSignal = SignalReading(dBm: dBm, time: time)
+        }
+        if let time = optionalInt(next()), let dBm = device.info.rsrp {
+            device.rsrp = SignalReading(dBm: dBm, time: time)
+        }
+        device.firstSeen = row.int64(next())
+        device.updatedAt = row.int64(next())
+        return device
+    }
+}
+
+public enum CacheError: Error, Sendable, CustomStringConvertible {
+    case schemaTooOld(path: String, version: Int)
+
+    public var description: String {
+        switch self {
+        case .schemaTooOld(let path, let version):
+            "the cache \(path) has schema version \(version); run the agent once to upgrade it"
+        }
+    }
+}

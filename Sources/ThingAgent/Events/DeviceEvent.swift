@@ -1,0 +1,68 @@
+import JSON
+
+/// What listeners hear: one change to one device.
+public enum DeviceEvent: Sendable, Equatable {
+    /// Property values changed (a report that only repeats values is not an event).
+    case propertiesChanged(deviceId: String, changes: [PropertyChange])
+    /// The device went online or offline.
+    case statusChanged(deviceId: String, online: Bool, time: Millis)
+    /// A new Wi-Fi signal (`wifiSignalDidUpdate`) and/or LTE RSRP reading.
+    case signalUpdated(deviceId: String, wifiSignal: SignalReading?, rsrp: SignalReading?)
+    /// The device information changed.
+    case infoChanged(deviceId: String, info: DeviceInfo)
+    /// Gateway-replacement progress (`statusDidUpdate`); `deviceId` is the gateway that takes over.
+    case transferStatusChanged(deviceId: String, info: TransferInfo)
+    /// The device went offline and stayed offline longer than the grace period.
+    case offlineWarning(deviceId: String, offlineSince: Millis)
+
+    public var deviceId: String {
+        switch self {
+        case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
+             .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _):
+            id
+        }
+    }
+
+    public var kind: DeviceEventKinds {
+        switch self {
+        case .propertiesChanged: .properties
+        case .statusChanged: .status
+        case .signalUpdated: .signal
+        case .infoChanged: .info
+        case .transferStatusChanged: .transfer
+        case .offlineWarning: .offlineWarning
+        }
+    }
+}
+
+/// A set of event kinds, to listen to only some.
+public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public static let properties = DeviceEventKinds(rawValue: 1 << 0)
+    public static let status = DeviceEventKinds(rawValue: 1 << 1)
+    public static let signal = DeviceEventKinds(rawValue: 1 << 2)
+    public static let info = DeviceEventKinds(rawValue: 1 << 3)
+    public static let transfer = DeviceEventKinds(rawValue: 1 << 4)
+    public static let offlineWarning = DeviceEventKinds(rawValue: 1 << 5)
+    public static let all: DeviceEventKinds = [.properties, .status, .signal, .info, .transfer, .offlineWarning]
+}
+
+extension AppliedChanges {
+    /// The listener events for these changes, in a fixed order.
+    func events(for device: DeviceSnapshot) -> [DeviceEvent] {
+        var events: [DeviceEvent] = []
+        if info { events.append(.infoChanged(deviceId: device.id, info: device.info)) }
+        if let online = status {
+            events.append(.statusChanged(deviceId: device.id, online: online, time: device.statusTime ?? 0))
+        }
+        let changed = properties.filter(\.isValueChange)
+        if !changed.isEmpty { events.append(.propertiesChanged(deviceId: device.id, changes: changed)) }
+        if wifiSignal != nil || rsrp != nil {
+            events.append(.signalUpdated(deviceId: device.id, wifiSignal: wifiSignal, rsrp: rsrp))
+        }
+        if let transfer { events.append(.transferStatusChanged(deviceId: device.id, info: transfer)) }
+        return events
+    }
+}

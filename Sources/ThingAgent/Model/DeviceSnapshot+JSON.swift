@@ -1,0 +1,42 @@
+import JSON
+
+extension DeviceSnapshot {
+    /// The device as `thing-agent info --json` prints it: every field of the device-information model under
+    /// PROTOCOL.md's names, then `online`, the signal times and ages, `properties` (code to value) and their times.
+    public func json(now: Millis) -> JSONObject {
+        var object = info.json
+        object["online"] = .bool(online ?? false)
+        object["status"] = .string(online.map { $0 ? "online" : "offline" } ?? "unknown")
+        object["statusChangedAt"] = statusChangedAt.map(JSONValue.integer) ?? .null
+        object["wifiSignalTime"] = wifiSignal.map { .integer($0.time) } ?? .null
+        object["wifiSignalAge"] = wifiSignal.map { .double(Double(max(0, now - $0.time)) / 1000) } ?? .null
+        object["rsrpTime"] = rsrp.map { .integer($0.time) } ?? .null
+        var values = JSONObject()
+        var times = JSONObject()
+        for code in properties.keys.sorted() {
+            values[code] = properties[code]!.value
+            times[code] = .integer(properties[code]!.time)
+        }
+        object["properties"] = .object(values)
+        object["propertyTimes"] = .object(times)
+        if let transfer { object["transfer"] = .object(transfer.json) }
+        object["firstSeen"] = .integer(firstSeen)
+        object["updatedAt"] = .integer(updatedAt)
+        return object
+    }
+}
+
+extension TransferInfo {
+    /// PROTOCOL.md's transfer-status `data` shape, plus the status name.
+    public var json: JSONObject {
+        JSONObject([
+            ("sourceDeviceId", .string(sourceDeviceId)),
+            ("targetDeviceId", targetDeviceId.map(JSONValue.string) ?? .null),
+            ("targetDeviceName", targetDeviceName.map(JSONValue.string) ?? .null),
+            ("status", .integer(Int64(status.rawValue))),
+            ("statusName", .string(status.description)),
+            ("failedCode", .string(failedCode)),
+            ("time", .integer(time)),
+        ])
+    }
+}

@@ -1,0 +1,135 @@
+import JSON
+
+/// Everything the agent knows about one device: the latest of each thing it reported.
+public struct DeviceSnapshot: Sendable, Equatable {
+    public let id: String
+    public internal(set) var info: DeviceInfo
+    /// Device time of the newest info report merged.
+    public internal(set) var infoTime: Millis?
+    public internal(set) var properties: [String: PropertyValue]
+    /// nil until the device reported a status.
+    public internal(set) var online: Bool?
+    /// Device time of the newest status report.
+    public internal(set) var statusTime: Millis?
+    /// Device time of the status report that last flipped `online`.
+    public internal(set) var statusChangedAt: Millis?
+    public internal(set) var wifiSignal: SignalReading?
+    public internal(set) var rsrp: SignalReading?
+    /// The latest gateway replacement this device ran as the new gateway.
+    public internal(set) var transfer: TransferInfo?
+    /// Agent time of the first valid message.
+    public internal(set) var firstSeen: Millis
+    /// Agent time of the latest change of any kind.
+    public internal(set) var updatedAt: Millis
+
+    public init(id: String, seenAt: Millis) {
+        self.id = id
+        self.info = DeviceInfo(devId: id)
+        self.properties = [:]
+        self.firstSeen = seenAt
+        self.updatedAt = seenAt
+    }
+}
+
+/// What applying one message changed, for persistence and listeners.
+struct AppliedChanges: Sendable, Equatable {
+    var properties: [PropertyChange] = []
+    var status: Bool?
+    var wifiSignal: SignalReading?
+    var rsrp: SignalReading?
+    var info = false
+    var transfer: TransferInfo?
+
+    var isEmpty: Bool {
+        properties.isEmpty && status == nil && wifiSignal == nil && rsrp == nil && !info && transfer == nil
+    }
+}
+
+/// A property whose cached value moved, with what it was before.
+public struct PropertyChange: Sendable, Equatable {
+    public var code: String
+    public var value: JSONValue
+    public var time: Millis
+    public var previous: JSONValue?
+
+    /// False when only the time moved on.
+    public var isValueChange: Bool { previous != value }
+}
+
+extension DeviceSnapshot {
+    /// Applies one decoded message under PROTOCOL.md's rules: stale values lose, a repeat changes nothing.
+    mutating func apply(_ message: InboundMessage, now: Millis) throws(PayloadError) -> AppliedChanges {
+        var changes = AppliedChanges()
+        switch message {
+        case .properties(let values):
+            for (code, incoming) in values {
+                let current = properties[code]
+                if let current, incoming.time < current.time || current == incoming { continue }
+                properties[code] = incoming
+                // A newer time with the same value still moves the cached time (so it is persisted);
+                // listeners only hear of it when the value itself changed (`isValueChange`).
+                changes.properties.append(PropertyChange(
+                    code: code, value: incoming.value, time: incoming.time, previous: current?.value))
+            }
+        case .status(let isOnline, let time):
+            if let statusTime, time < statusTime || (time == statusTime && online == isOnline) { break }
+            statusTime = time
+            if online != isOnline {
+                online = isOnline
+                statusChangedAt = time
+                changes.status = isOnline
+            }
+        case .signal(let wifi, let lte):
+            applySignal(wifi, lte, into: &changes)
+        case .info(var report, let time):
+            if let infoTime, time < infoTime { break }
+            let wifi = try PayloadDecoder.dBm(report["wifiSignal"], key: "wifiSignal")
+            let lte = try PayloadDecoder.dBm(report["rsrp"], key: "rsrp")
+            report["wifiSignal"] = nil
+            report["rsrp"] = nil
+            let before = info
+            try info.merge(report)
+            infoTime = time
+            changes.info = info != before
+            applySignal(wifi.map { SignalReading(dBm: $0, time: time) },
+                        lte.map { SignalReading(dBm: $0, time: time) }, into: &changes)
+        case .transferStatus(let report):
+            if let transfer, report.time < transfer.time { break }
+            let next = TransferInfo(
+                sourceDeviceId: id, targetDeviceId: report.targetDeviceId,
+                targetDeviceName: report.targetDeviceName ?? transfer?.targetDeviceName,
+                status: report.status, failedCode: report.failedCode, time: report.time, updatedAt: now)
+            if var current = transfer, current.status == next.status, current.targetDeviceId == next.targetDeviceId,
+               current.failedCode == next.failedCode {
+                current.time = next.time
+                transfer = current
+                break
+            }
+            transfer = next
+            changes.transfer = next
+        case .response:
+            break
+        }
+        if !changes.isEmpty { updatedAt = now }
+        return changes
+    }
+
+    private mutating func applySignal(_ wifi: SignalReading?, _ lte: SignalReading?, into changes: inout AppliedChanges) {
+        if let wifi, Self.isNewer(wifi, than: wifiSignal) {
+            wifiSignal = wifi
+            info.set("wifiSignal", .integer(Int64(wifi.dBm)))
+            changes.wifiSignal = wifi
+        }
+        if let lte, Self.isNewer(lte, than: rsrp) {
+            rsrp = lte
+            info.set("rsrp", .integer(Int64(lte.dBm)))
+            changes.rsrp = lte
+        }
+    }
+
+    /// Stale values lose and a repeat changes nothing; a different value at the same time wins.
+    private static func isNewer(_ reading: SignalReading, than cached: SignalReading?) -> Bool {
+        guard let cached else { return true }
+        return reading.time > cached.time || (reading.time == cached.time && reading.dBm != cached.dBm)
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import JSON
+import MQTT
+import Synchronization
+
+/// The service: keeps the device cache current from the broker, tells listeners what changed, and sends requests.
+///
+/// `init` opens the cache and loads it, so `cache` answers before the broker is even reached. `run()` connects,
+/// subscribes and works until its task is cancelled, then stops gracefully.
+public final class Agent: Sendable {
+    public enum Role: Sendable {
+        /// The daemon: subscribes to every device topic, announces itself, keeps the cache.
+        case service
+        /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers.
+        case requester
+        /// Follows every device topic into a memory-only copy of the cache (`thing-agent watch`); writes nothing.
+        case observer
+    }
+
+    public let configuration: AgentConfiguration
+    public let role: Role
+    public let cache: DeviceCache
+    public let events: EventHub
+    public let logger: Logger
+    let topics: Topics
+    let writer: CacheWriter
+    let tracker: RequestTracker
+    let ingestor: Ingestor
+    let offlineWatch: OfflineWatch
+    let client: MQTTClient
+
+    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
+        self.configuration = configuration
+        self.role = role
+        self.logger = logger
+        topics = configuration.topics
+        events = EventHub()
+        let store: CacheStore?
+        if role == .observer {
+            store = nil
+            let existing = FileManager.default.fileExists(atPath: configuration.database)
+            cache = DeviceCache(existing ? try CacheStore(path: configuration.database, readOnly: true).loadAll() : [:])
+        } else {
+            let opened = try CacheStore(path: configuration.database)
+            cache = DeviceCache(try opened.loadAll())
+            store = opened
+        }
+        writer = CacheWriter(store: store, cache: cache, hub: events)
+        tracker = RequestTracker(limit: configuration.maxInFlight)
+        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events)
+        let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
+                                offline: role == .service ? offlineWatch : nil, logger: logger)
+        self.ingestor = ingestor
+        client = try MQTTClient(configuration: Self.mqttConfiguration(configuration, role: role),
+                                streamMessages: false) { message in ingestor.handle(message) }
+    }
+
+    /// Counters of the receive path.
+    public var statistics: IngestStatistics { ingestor.counters.snapshot }
+
+    public var connectionState: MQTTConnectionState { client.state }
+
+    /// Connects and subscribes. Throws a clear error when the broker cannot be used.
+    public func start() async throws {
+        try await client.connect()
+        let filters: [(String, QoS)] = switch role {
+        case .service, .observer: topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
+        case .requester: RequestKind.allCases.map { ("\(topics.root)/+/thing/\($0.rawValue)_response", .atLeastOnce) }
+        }
+        try await client.subscribe(filters)
+        if role == .service {
+            try await client.publish(configuration.announceTopic, payload: Self.announcement(online: true),
+                                     qos: .atLeastOnce, retain: true)
+            logger.info("connected and subscribed", metadata: [
+                "broker": configuration.broker, "devices": "\(cache.count)", "root": topics.root])
+        }
+    }
+
+    /// Starts, works until the calling task is cancelled, then stops gracefully.
+    public func run() async throws {
+        try await start()
+        await withTaskCancellationHandler {
+            if role == .service {
+                await offlineWatch.run()
+            } else {
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            }
+        } onCancel: {}
+        await stop()
+    }
+
+    /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
+    public func stop() async {
+        if role == .service, client.state == .connected {
+            try? await client.publish(configuration.announceTopic, payload: Self.announcement(online: false),
+                                      qos: .atLeastOnce, retain: true)
+        }
+        await client.disconnect()
+        tracker.cancelAll()
+        events.finishAll()
+        logger.info("stopped")
+    }
+
+    // MARK: requests
+
+    /// Sends a request to a device and waits for its answer: success returns it, a non-zero code is `.refused`.
+    /// A device known to be offline fails at once unless `force` is set.
+    public func request(_ kind: RequestKind, to deviceId: String, data: JSONValue? = nil,
+                        timeout: Duration? = nil, force: Bool = false) async throws(RequestError) -> Response {
+        guard DeviceID.isValid(deviceId) else { throw .unsupported(deviceId: deviceId, reason: "not a valid device id") }
+        if !force, cache.device(deviceId)?.online == false { throw .deviceOffline(deviceId: deviceId) }
+        guard client.state == .connected else { throw .notSent(reason: "not connected to the broker") }
+        let msgId = try tracker.register(deviceId: deviceId, kind: kind)
+        var payload = JSONObject([("msgId", .string(msgId)), ("time", .integer(Timestamp.now()))])
+        if let data { payload["data"] = data }
+        do {
+            try await client.publish(topics.request(kind, device: deviceId),
+                                     payload: JSONValue.object(payload).serializedBytes(), qos: .atLeastOnce)
+        } catch {
+            tracker.cancel(msgId)
+            throw .notSent(reason: "\(error)")
+        }
+        let answer = try await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))
+        guard answer.code == 0 else { throw .refused(code: answer.code, message: answer.message) }
+        return answer
+    }
+
+    /// Asks the device for fresh information, waits for it, and returns the cached info it was merged into.
+    public func fetchInfo(_ deviceId: String, timeout: Duration? = nil) async throws(RequestError) -> DeviceInfo {
+        let answer = try await request(.getInfo, to: deviceId, timeout: timeout)
+        guard answer.data?.objectValue != nil else {
+            throw .notSent(reason: "the answer from \(deviceId) carried no device information")
+        }
+        // The receive path merged the answer into the cache before handing it to us.
+        return cache.device(deviceId)?.info ?? DeviceInfo(devId: deviceId)
+    }
+
+    // MARK: shared instance
+
+    private static let sharedAgent = Mutex<Agent?>(nil)
+
+    /// The agent that SDK-style objects (`DeviceInfoManager(deviceId:)`) use when none is passed.
+    public static var shared: Agent? {
+        get { sharedAgent.withLock { $0 } }
+        set { sharedAgent.withLock { $0 = newValue } }
+    }
+
+    // MARK: helpers
+
+    static func announcement(online: Bool) -> [UInt8] {
+        JSONValue.object(JSONObject([
+            ("status", .string(online ? "online" : "offline")), ("time", .integer(Timestamp.now())),
+        ])).serializedBytes()
+    }
+
+    static func mqttConfiguration(_ config: AgentConfiguration, role: Role) -> MQTTConfiguration {
+        let clientID = role == .service
+            ? config.clientID
+            : "\(config.clientID)-cli-\(ProcessInfo.processInfo.processIdentifier)-\(UInt16.random(in: 0...UInt16.max))"
+        var mqtt = MQTTConfiguration(url: config.broker, clientID: clientID)
+        mqtt.username = config.username
+        mqtt.password = config.password
+        if config.caFile != nil || config.certFile != nil || config.keyFile != nil || !config.verifyHostname {
+            mqtt.tls = MQTTTLS(caFile: config.caFile, certFile: config.certFile, keyFile: config.keyFile,
+                               verifyHostname: config.verifyHostname)
+        }
+        mqtt.keepAlive = Int(config.keepAlive)
+        mqtt.protocolVersion = config.mqttVersion == "3.1.1" ? .v311 : .v5
+        let persistent = role == .service && config.persistentSession
+        mqtt.cleanSession = !persistent
+        if persistent, mqtt.protocolVersion == .v5 { mqtt.sessionExpiry = UInt32(config.sessionExpiry) }
+        mqtt.reconnectMinDelay = .seconds(config.reconnectMinDelay)
+        mqtt.reconnectMaxDelay = .seconds(config.reconnectMaxDelay)
+        if role == .service {
+            mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
+                                 qos: .atLeastOnce, retain: true)
+        }
+        return mqtt
+    }
+}

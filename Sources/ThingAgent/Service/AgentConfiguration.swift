@@ -1,0 +1,173 @@
+import Foundation
+import JSON
+
+/// Everything the agent needs to run. Read from a JSON file (`Config/agent.json` documents every key),
+/// then environment variables override it, then command-line flags override both.
+public struct AgentConfiguration: Sendable, Equatable {
+    /// `mqtt://host:port` or `mqtts://host:port`.
+    public var broker = "mqtt://127.0.0.1:1883"
+    public var username: String?
+    public var password: String?
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+    public var verifyHostname = true
+    /// Stable by default, so that the broker keeps the agent's session across restarts.
+    public var clientID = "thing-agent"
+    /// "5" or "3.1.1".
+    public var mqttVersion = "5"
+    /// Keep a persistent session: QoS 1 reports published while the agent is down reach it when it returns.
+    public var persistentSession = true
+    /// MQTT 5 session expiry in seconds (how long the broker keeps the session while the agent is away).
+    public var sessionExpiry: Double = 7 * 24 * 3600
+    public var keepAlive: Double = 30
+    public var topicRoot = "things"
+    public var database = "thing-agent.sqlite"
+    /// How long a request waits for its answer.
+    public var requestTimeout: Double = 10
+    /// A request that may not take longer than this is never in flight (bounded memory).
+    public var maxInFlight = 10_000
+    /// A device offline for longer than this produces one offline warning.
+    public var offlineGracePeriod: Double = 30
+    public var reconnectMinDelay: Double = 0.1
+    public var reconnectMaxDelay: Double = 30
+    /// Thing models (`<productId>.json`) used to check property sets.
+    public var modelsDirectory: String?
+    public var logLevel = "info"
+    /// "text" or "json".
+    public var logFormat = "text"
+
+    public init() {}
+
+    /// The retained topic on which the agent announces itself (online) and its will (offline).
+    public var announceTopic: String { "thing-agent/agents/\(clientID)/status" }
+
+    public var topics: Topics { Topics(root: topicRoot) }
+
+    // MARK: loading
+
+    public struct Error: Swift.Error, Sendable, CustomStringConvertible, Equatable {
+        public let message: String
+        public var description: String { message }
+    }
+
+    /// The keys of the JSON file, each with how to apply a value; the environment and flags use the same table.
+    static let keys: [(key: String, env: String, apply: @Sendable (inout AgentConfiguration, JSONValue) -> Bool)] = [
+        ("broker", "THING_AGENT_BROKER", { c, v in set(&c.broker, v) }),
+        ("username", "THING_AGENT_USERNAME", { c, v in setOptional(&c.username, v) }),
+        ("password", "THING_AGENT_PASSWORD", { c, v in setOptional(&c.password, v) }),
+        ("caFile", "THING_AGENT_CA_FILE", { c, v in setOptional(&c.caFile, v) }),
+        ("certFile", "THING_AGENT_CERT_FILE", { c, v in setOptional(&c.certFile, v) }),
+        ("keyFile", "THING_AGENT_KEY_FILE", { c, v in setOptional(&c.keyFile, v) }),
+        ("verifyHostname", "THING_AGENT_VERIFY_HOSTNAME", { c, v in setBool(&c.verifyHostname, v) }),
+        ("clientId", "THING_AGENT_CLIENT_ID", { c, v in set(&c.clientID, v) }),
+        ("mqttVersion", "THING_AGENT_MQTT_VERSION", { c, v in
+            guard let s = v.stringValue, s == "5" || s == "3.1.1" else { return false }
+            c.mqttVersion = s
+            return true
+        }),
+        ("persistentSession", "THING_AGENT_PERSISTENT_SESSION", { c, v in setBool(&c.persistentSession, v) }),
+        ("sessionExpiry", "THING_AGENT_SESSION_EXPIRY", { c, v in setNumber(&c.sessionExpiry, v) }),
+        ("keepAlive", "THING_AGENT_KEEPALIVE", { c, v in setNumber(&c.keepAlive, v) }),
+        ("topicRoot", "THING_AGENT_TOPIC_ROOT", { c, v in
+            guard let s = v.stringValue, !s.isEmpty, !s.contains("+"), !s.contains("#") else { return false }
+            c.topicRoot = s
+            return true
+        }),
+        ("database", "THING_AGENT_DB", { c, v in set(&c.database, v) }),
+        ("requestTimeout", "THING_AGENT_REQUEST_TIMEOUT", { c, v in setNumber(&c.requestTimeout, v) }),
+        ("maxInFlight", "THING_AGENT_MAX_IN_FLIGHT", { c, v in
+            guard let n = v.int64Value, n > 0 else { return false }
+            c.maxInFlight = Int(n)
+            return true
+        }),
+        ("offlineGracePeriod", "THING_AGENT_OFFLINE_GRACE", { c, v in setNumber(&c.offlineGracePeriod, v) }),
+        ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setNumber(&c.reconnectMinDelay, v) }),
+        ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setNumber(&c.reconnectMaxDelay, v) }),
+        ("modelsDirectory", "THING_AGENT_MODELS", { c, v in setOptional(&c.modelsDirectory, v) }),
+        ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
+            guard let s = v.stringValue, Logger.Level(name: s) != nil else { return false }
+            c.logLevel = s
+            return true
+        }),
+        ("logFormat", "THING_AGENT_LOG_FORMAT", { c, v in
+            guard let s = v.stringValue, LogSink.Format(rawValue: s) != nil else { return false }
+            c.logFormat = s
+            return true
+        }),
+    ]
+
+    /// Applies a JSON config file. Unknown keys and wrong types are errors that name the key.
+    public mutating func apply(file path: String) throws(Error) {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw Error(message: "cannot read the config file \(path)")
+        }
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse([UInt8](data))
+        } catch {
+            throw Error(message: "the config file \(path) is not valid JSON: \(error)")
+        }
+        guard let object = root.objectValue else { throw Error(message: "the config file \(path) is not a JSON object") }
+        for (key, value) in object {
+            guard let entry = Self.keys.first(where: { $0.key == key }) else {
+                throw Error(message: "\(path): unknown key '\(key)'")
+            }
+            guard entry.apply(&self, value) else {
+                throw Error(message: "\(path): '\(key)' has an invalid value \(value.serialized())")
+            }
+        }
+    }
+
+    /// Applies `THING_AGENT_*` environment variables.
+    public mutating func apply(environment: [String: String]) throws(Error) {
+        for entry in Self.keys {
+            guard let text = environment[entry.env] else { continue }
+            try apply(key: entry.key, text: text, source: entry.env)
+        }
+    }
+
+    /// Applies one setting given as text (an environment variable or a flag): numbers and booleans are parsed.
+    public mutating func apply(key: String, text: String, source: String) throws(Error) {
+        guard let entry = Self.keys.first(where: { $0.key == key }) else {
+            throw Error(message: "unknown setting '\(key)'")
+        }
+        let value: JSONValue = switch text {
+        case "true", "on", "yes": .bool(true)
+        case "false", "off", "no": .bool(false)
+        default: Int64(text).map(JSONValue.integer) ?? Double(text).map(JSONValue.double) ?? .string(text)
+        }
+        // Strings that look like numbers (a client id "42") still work for string settings.
+        if !entry.apply(&self, value), !entry.apply(&self, .string(text)) {
+            throw Error(message: "\(source): invalid value '\(text)'")
+        }
+    }
+
+    private static func set(_ target: inout String, _ value: JSONValue) -> Bool {
+        guard let s = value.stringValue, !s.isEmpty else { return false }
+        target = s
+        return true
+    }
+
+    private static func setOptional(_ target: inout String?, _ value: JSONValue) -> Bool {
+        if value.isNull {
+            target = nil
+            return true
+        }
+        guard let s = value.stringValue else { return false }
+        target = s.isEmpty ? nil : s
+        return true
+    }
+
+    private static func setBool(_ target: inout Bool, _ value: JSONValue) -> Bool {
+        guard let b = value.boolValue else { return false }
+        target = b
+        return true
+    }
+
+    private static func setNumber(_ target: inout Double, _ value: JSONValue) -> Bool {
+        guard let d = value.doubleValue, d >= 0, d.isFinite else { return false }
+        target = d
+        return true
+    }
+}

@@ -1,0 +1,98 @@
+import JSON
+import MQTT
+
+/// The receive path. Runs on the MQTT network thread for every message, before the broker gets its PUBACK,
+/// so that a QoS 1 report is on disk before the broker forgets it. Keep it short: no waiting, no per-message tasks.
+final class Ingestor: Sendable {
+    let topics: Topics
+    let writer: CacheWriter
+    let tracker: RequestTracker
+    let counters = IngestCounters()
+    let logger: Logger
+    private let limiter = LogRateLimiter()
+    private let decoder = PayloadDecoder()
+    private let offline: OfflineWatch?
+
+    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?, logger: Logger) {
+        self.topics = topics
+        self.writer = writer
+        self.tracker = tracker
+        self.offline = offline
+        self.logger = logger
+    }
+
+    func handle(_ message: MQTTMessage) {
+        counters.countReceived()
+        let now = Timestamp.now()
+        let device: String
+        let kind: InboundKind
+        do {
+            (device, kind) = try topics.parse(message.topic)
+        } catch {
+            drop(error == .invalidDeviceID ? .invalidDeviceID : .unknownTopic, message.topic,
+                 error == .invalidDeviceID ? "invalid device id" : "not a thing topic", now: now)
+            return
+        }
+        guard message.payload.count <= PayloadDecoder.maxPayloadBytes else {
+            drop(.oversized, message.topic, "payload of \(message.payload.count) bytes is over 256 KiB", now: now)
+            return
+        }
+        let decoded: InboundMessage
+        do {
+            decoded = try message.payload.withUnsafeBytes { bytes throws(PayloadError) in
+                try decoder.decode(kind, payload: bytes, arrival: now)
+            }
+        } catch {
+            drop(.malformed, message.topic, (error as? PayloadError)?.reason ?? "\(error)", now: now)
+            return
+        }
+        if case .response(let response) = decoded, case .response(let request) = kind {
+            handleResponse(response, to: request, from: device, topic: message.topic, now: now)
+            return
+        }
+        apply(decoded, to: device, topic: message.topic, now: now)
+    }
+
+    private func handleResponse(_ response: Response, to request: RequestKind, from device: String,
+                                topic: String, now: Millis) {
+        // A successful info/get answer is an info report, whoever asked for it.
+        if request == .getInfo, response.code == 0, let data = response.data?.objectValue {
+            apply(.info(data, time: response.time), to: device, topic: topic, now: now)
+        } else {
+            counters.countUnchanged()
+        }
+        if !tracker.resolve(deviceId: device, kind: request, response) {
+            counters.countDrop(.unmatchedResponse)
+            if limiter.shouldLog(topic, now: now) {
+                logger.debug("ignored an answer that no request waits for", metadata: [
+                    "topic": topic, "msgId": response.msgId])
+            }
+        }
+    }
+
+    private func apply(_ message: InboundMessage, to device: String, topic: String, now: Millis) {
+        do {
+            switch try writer.apply(message, to: device, now: now) {
+            case .changed(let changes):
+                counters.countApplied()
+                if let online = changes.status { offline?.statusChanged(device, online: online, now: now) }
+            case .unchanged:
+                counters.countUnchanged()
+            }
+        } catch let error as PayloadError {
+            drop(.malformed, topic, error.reason, now: now)
+        } catch {
+            counters.countDrop(.storeFailed)
+            logger.error("could not write to the cache; the message is lost", metadata: [
+                "topic": topic, "error": "\(error)"])
+        }
+    }
+
+    private func drop(_ reason: DropReason, _ topic: String, _ why: String, now: Millis) {
+        counters.countDrop(reason)
+        if limiter.shouldLog(topic, now: now) {
+            logger.warning("dropped a message: \(why)", metadata: [
+                "topic": String(topic.prefix(200)), "reason": reason.rawValue])
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import ThingAgent
+
+/// One subcommand: its spec (options, help) and what it does.
+protocol Command: SendableMetatype {
+    static var spec: CommandSpec { get }
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode
+}
+
+/// Where commands write: stdout for results, stderr for errors and logs.
+enum Console {
+    static func error(_ message: String) {
+        FileHandle.standardError.write(Data("thing-agent: \(message)\n".utf8))
+    }
+}
+
+extension Command {
+    /// Opens the cache file read-only, with an error that says what to do when it is missing.
+    static func openCache(_ configuration: AgentConfiguration) throws -> CacheReader {
+        guard FileManager.default.fileExists(atPath: configuration.database) else {
+            throw CommandFailure(code: .failure, message: """
+                no cache at \(configuration.database): start the daemon (thing-agent run) or pass --db PATH
+                """)
+        }
+        do {
+            return try CacheReader(path: configuration.database)
+        } catch {
+            throw CommandFailure(code: .failure, message: "cannot read the cache \(configuration.database): \(error)")
+        }
+    }
+
+    /// The device id positional, validated.
+    static func deviceArgument(_ arguments: ParsedArguments) throws -> String {
+        guard let device = arguments.positionals.first else {
+            throw CommandFailure(code: .usage, message: "missing DEVICE\nUsage: \(spec.usage)")
+        }
+        guard DeviceID.isValid(device) else {
+            throw CommandFailure(code: .usage, message: """
+                '\(device)' is not a device id (1 to 64 characters from A-Z a-z 0-9 . _ : -)
+                """)
+        }
+        return device
+    }
+
+    /// Starts an agent for a short-lived command, mapping a broker failure to exit code 6.
+    static func startAgent(_ configuration: AgentConfiguration, role: Agent.Role) async throws -> Agent {
+        let agent: Agent
+        do {
+            agent = try Agent(configuration: configuration, role: role,
+                              logger: CommonOptions.logger(configuration))
+        } catch {
+            throw CommandFailure(code: .failure, message: "\(error)")
+        }
+        do {
+            try await agent.start()
+        } catch {
+            await agent.stop()
+            throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")
+        }
+        return agent
+    }
+}
+
+extension RequestError {
+    var exitCode: ExitCode {
+        switch self {
+        case .deviceOffline: .offline
+        case .unsupported: .failure
+        case .notSent, .tooManyInFlight: .noBroker
+        case .refused: .refused
+        case .timeout: .timeout
+        case .invalid: .invalid
+        case .cancelled: .failure
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import ThingAgent
+
+/// Options every subcommand takes. A flag overrides the environment, which overrides the config file.
+enum CommonOptions {
+    /// Flags that map one-to-one onto configuration keys.
+    static let settings: [(flag: String, key: String, valueName: String, help: String)] = [
+        ("broker", "broker", "URL", "broker URL, mqtt://host:port or mqtts://host:port"),
+        ("db", "database", "PATH", "the cache file"),
+        ("topic-root", "topicRoot", "R", "topic root of the device tree (default things)"),
+        ("models", "modelsDirectory", "DIR", "directory of thing models (<productId>.json)"),
+        ("username", "username", "NAME", "broker user name"),
+        ("password", "password", "SECRET", "broker password (prefer THING_AGENT_PASSWORD)"),
+        ("client-id", "clientId", "ID", "MQTT client id"),
+        ("ca-file", "caFile", "FILE", "CA certificate for TLS"),
+        ("cert-file", "certFile", "FILE", "client certificate for TLS"),
+        ("key-file", "keyFile", "FILE", "client key for TLS"),
+        ("log-level", "logLevel", "LEVEL", "trace, debug, info, notice, warning, error or critical"),
+        ("log-format", "logFormat", "FORMAT", "text or json"),
+    ]
+
+    static let options: [OptionSpec] =
+        [OptionSpec(name: "config", valueName: "FILE", help: "JSON config file (also THING_AGENT_CONFIG)")]
+        + settings.map { OptionSpec(name: $0.flag, valueName: $0.valueName, help: $0.help) }
+        + [OptionSpec(name: "help", valueName: nil, help: "show this help")]
+
+    /// Builds the configuration: defaults, then the config file, then THING_AGENT_* variables, then flags.
+    static func configuration(_ arguments: ParsedArguments) throws -> AgentConfiguration {
+        var configuration = AgentConfiguration()
+        let environment = ProcessInfo.processInfo.environment
+        do {
+            if let file = arguments.value("config") ?? environment["THING_AGENT_CONFIG"] {
+                try configuration.apply(file: file)
+            }
+            try configuration.apply(environment: environment)
+            for setting in settings {
+                if let value = arguments.value(setting.flag) {
+                    try configuration.apply(key: setting.key, text: value, source: "--\(setting.flag)")
+                }
+            }
+        } catch {
+            throw CommandFailure(code: .usage, message: error.message)
+        }
+        return configuration
+    }
+
+    static func logger(_ configuration: AgentConfiguration, label: String = "thing-agent") -> Logger {
+        Logger(label: label, level: Logger.Level(name: configuration.logLevel) ?? .info,
+               sink: .standardError(format: LogSink.Format(rawValue: configuration.logFormat) ?? .text))
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import JSON
+import ThingAgent
+
+/// Small text helpers shared by the commands' human-readable output.
+enum Format {
+    static func age(_ millis: Millis, now: Millis) -> String {
+        let seconds = max(0, (now - millis) / 1000)
+        switch seconds {
+        case ..<60: return "\(seconds) s ago"
+        case ..<3600: return "\(seconds / 60) min ago"
+        case ..<86400: return "\(seconds / 3600) h ago"
+        default: return "\(seconds / 86400) d ago"
+        }
+    }
+
+    static func date(_ millis: Millis) -> String {
+        Date(timeIntervalSince1970: Double(millis) / 1000)
+            .formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false))
+    }
+
+    /// Signal strength as a word, by the usual Wi-Fi dBm bands.
+    static func quality(_ dBm: Int) -> String {
+        switch dBm {
+        case (-50)...: "excellent"
+        case -60 ..< -50: "good"
+        case -70 ..< -60: "fair"
+        default: "weak"
+        }
+    }
+
+    /// Four bars for a dBm level.
+    static func bars(_ dBm: Int?) -> String {
+        guard let dBm else { return "    " }
+        let filled = switch dBm {
+        case (-50)...: 4
+        case -60 ..< -50: 3
+        case -70 ..< -60: 2
+        case -85 ..< -70: 1
+        default: 0
+        }
+        return String(repeating: "▮", count: filled) + String(repeating: "▯", count: 4 - filled)
+    }
+
+    static func value(_ value: JSONValue) -> String {
+        if case .string(let text) = value { return text }
+        return value.serialized()
+    }
+
+    /// A plain table: columns padded to their widest cell.
+    static func table(_ header: [String], _ rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+        return all.map { row in
+            row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell.padding(toLength: widths[index], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    static func printJSON(_ value: JSONValue) {
+        print(value.prettyPrinted())
+    }
+}

@@ -1,0 +1,39 @@
+import JSON
+import ThingAgent
+
+/// `thing-agent devices`: the cached fleet, one line a device.
+enum DevicesCommand: Command {
+    static let spec = CommandSpec(
+        name: "devices",
+        summary: "list the cached devices",
+        usage: "thing-agent devices [--json] [--offline] [--gateway ID] [options]",
+        options: [
+            OptionSpec(name: "json", valueName: nil, help: "print a JSON array"),
+            OptionSpec(name: "offline", valueName: nil, help: "only devices known to be offline"),
+            OptionSpec(name: "gateway", valueName: "ID", help: "only the sub-devices of gateway ID"),
+        ] + CommonOptions.options)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        guard arguments.positionals.isEmpty else {
+            throw CommandFailure(code: .usage, message: "unexpected argument '\(arguments.positionals[0])'")
+        }
+        let configuration = try CommonOptions.configuration(arguments)
+        var devices = try openCache(configuration).devices()
+        if arguments.has("offline") { devices = devices.filter { $0.online == false } }
+        if let gateway = arguments.value("gateway") { devices = devices.filter { $0.info.gatewayId == gateway } }
+        let now = Timestamp.current
+        if arguments.has("json") {
+            Format.printJSON(.array(devices.map { .object($0.json(now: now)) }))
+            return .success
+        }
+        let rows = devices.map { device -> [String] in
+            [device.id, device.info.name ?? "", device.info.category?.rawValue ?? "",
+             device.online.map { $0 ? "online" : "offline" } ?? "unknown",
+             device.wifiSignal.map { "\($0.dBm) dBm" } ?? "",
+             String(device.properties.count), Format.age(device.updatedAt, now: now)]
+        }
+        print(Format.table(["ID", "NAME", "CATEGORY", "STATUS", "WIFI", "PROPS", "UPDATED"], rows))
+        print("\(devices.count) device\(devices.count == 1 ? "" : "s")")
+        return .success
+    }
+}

@@ -1,0 +1,85 @@
+import JSON
+import ThingAgent
+
+/// `thing-agent info DEVICE`: everything cached about one device.
+enum InfoCommand: Command {
+    static let spec = CommandSpec(
+        name: "info",
+        summary: "show a device's information, status, signal and properties from the cache",
+        usage: "thing-agent info DEVICE [--json] [--fetch] [--timeout S] [options]",
+        options: [
+            OptionSpec(name: "json", valueName: nil, help: "print JSON (PROTOCOL.md's field names)"),
+            OptionSpec(name: "fetch", valueName: nil, help: "ask the device for fresh information first"),
+            OptionSpec(name: "timeout", valueName: "S", help: "seconds to wait for --fetch (default 10)"),
+        ] + CommonOptions.options,
+        discussion: "An unknown device exits 1.\n\n" + ExitCode.table)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        let device = try deviceArgument(arguments)
+        var configuration = try CommonOptions.configuration(arguments)
+        if let timeout = arguments.value("timeout") {
+            guard let seconds = Double(timeout), seconds > 0 else {
+                throw CommandFailure(code: .usage, message: "--timeout needs a positive number of seconds")
+            }
+            configuration.requestTimeout = seconds
+        }
+        let snapshot: DeviceSnapshot
+        if arguments.has("fetch") {
+            let agent = try await startAgent(configuration, role: .requester)
+            defer { Task { await agent.stop() } }
+            do {
+                _ = try await agent.fetchInfo(device)
+            } catch {
+                await agent.stop()
+                throw error
+            }
+            guard let fetched = agent.cache.device(device) else {
+                throw CommandFailure(code: .failure, message: "device \(device) is not in the cache")
+            }
+            snapshot = fetched
+            await agent.stop()
+        } else {
+            let reader = try openCache(configuration)
+            guard let cached = try reader.device(device) else {
+                throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.database)")
+            }
+            snapshot = cached
+        }
+        let now = Timestamp.current
+        if arguments.has("json") {
+            Format.printJSON(.object(snapshot.json(now: now)))
+        } else {
+            print(text(snapshot, now: now))
+        }
+        return .success
+    }
+
+    static func text(_ device: DeviceSnapshot, now: Millis) -> String {
+        var lines = ["Device \(device.id)" + (device.info.name.map { "  \"\($0)\"" } ?? "")]
+        let status = device.online.map { $0 ? "online" : "offline" } ?? "unknown"
+        let since = device.statusChangedAt.map { " since \(Format.date($0)) (\(Format.age($0, now: now)))" } ?? ""
+        lines.append("  status           \(status)\(since)")
+        if let wifi = device.wifiSignal {
+            lines.append("  wifiSignal       \(wifi.dBm) dBm \(Format.bars(wifi.dBm)) \(Format.quality(wifi.dBm)), \(Format.age(wifi.time, now: now))")
+        }
+        if let rsrp = device.rsrp {
+            lines.append("  rsrp             \(rsrp.dBm) dBm, \(Format.age(rsrp.time, now: now))")
+        }
+        for (key, value) in device.info.json where key != "devId" && key != "wifiSignal" && key != "rsrp" {
+            guard !value.isNull else { continue }
+            lines.append("  \(key.padding(toLength: 16, withPad: " ", startingAt: 0)) \(Format.value(value))")
+        }
+        if let transfer = device.transfer {
+            lines.append("  transfer         \(transfer.status) from \(transfer.targetDeviceId ?? "?")"
+                + (transfer.failedCode.isEmpty ? "" : " (\(transfer.failedCode))"))
+        }
+        lines.append("Properties:")
+        if device.properties.isEmpty { lines.append("  (none reported)") }
+        for code in device.properties.keys.sorted() {
+            let property = device.properties[code]!
+            lines.append("  \(code.padding(toLength: 16, withPad: " ", startingAt: 0)) "
+                + "\(Format.value(property.value))  (\(Format.age(property.time, now: now)))")
+        }
+        return lines.joined(separator: "\n")
+    }
+}

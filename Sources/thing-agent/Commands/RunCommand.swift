@@ -1,0 +1,65 @@
+import Dispatch
+import Foundation
+import ThingAgent
+
+/// `thing-agent run`: the daemon.
+enum RunCommand: Command {
+    static let spec = CommandSpec(
+        name: "run",
+        summary: "run the agent: subscribe to the devices, keep the cache, serve requests",
+        usage: "thing-agent run [options]",
+        options: CommonOptions.options,
+        discussion: """
+            Connects to the broker with a persistent session, announces itself (retained) on
+            thing-agent/agents/<client-id>/status, and runs until SIGTERM or SIGINT, then stops taking
+            messages, finishes the write in progress, closes the cache and exits 0.
+            """)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        let configuration = try CommonOptions.configuration(arguments)
+        let logger = CommonOptions.logger(configuration)
+        let agent: Agent
+        do {
+            agent = try Agent(configuration: configuration, role: .service, logger: logger)
+        } catch {
+            logger.critical("cannot open the cache \(configuration.database): \(error)")
+            return .failure
+        }
+        logger.info("cache loaded", metadata: ["devices": "\(agent.cache.count)", "db": configuration.database])
+        Agent.shared = agent
+
+        let work = Task { try await agent.run() }
+        let signals = SignalWatcher([SIGTERM, SIGINT]) { signal in
+            logger.info("received signal \(signal); stopping")
+            work.cancel()
+        }
+        defer { signals.cancel() }
+        do {
+            try await work.value
+            return .success
+        } catch {
+            logger.critical("\(error)")
+            return .noBroker
+        }
+    }
+}
+
+/// Delivers SIGTERM / SIGINT as a callback instead of the default kill, so the agent can stop gracefully.
+/// `@unchecked`: the sources are set once in init and dispatch sources are thread-safe to cancel.
+final class SignalWatcher: @unchecked Sendable {
+    private let sources: [any DispatchSourceSignal]
+
+    init(_ signals: [Int32], handler: @escaping @Sendable (Int32) -> Void) {
+        sources = signals.map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { handler(number) }
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() {
+        sources.forEach { $0.cancel() }
+    }
+}

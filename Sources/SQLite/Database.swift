@@ -41,6 +41,18 @@ public final class Database {
         public var foreignKeys = true
 
         public init() {}
+
+        public init(
+            readOnly: Bool = false, create: Bool = true, journalModeWAL: Bool = true,
+            synchronous: Synchronous = .normal, busyTimeout: Duration = .seconds(5), foreignKeys: Bool = true
+        ) {
+            self.readOnly = readOnly
+            self.create = create
+            self.journalModeWAL = journalModeWAL
+            self.synchronous = synchronous
+            self.busyTimeout = busyTimeout
+            self.foreignKeys = foreignKeys
+        }
     }
 
     public enum TransactionKind: Sendable {
@@ -379,6 +391,11 @@ public final class Database {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 }
+
+// Declared so no other module can add a conformance: the connection is opened with
+// SQLITE_OPEN_NOMUTEX and must be serialized by its owner.
+@available(*, unavailable)
+extension Database: Sendable {}
 
 extension SQLiteError {
     /// The same error, naming the database file.

@@ -243,29 +243,21 @@ public final class Statement {
 
     /// nil when NULL; numbers are converted to text by SQLite.
     public func string(_ i: Int32) -> String? {
-        guard !isNull(i) else { return nil }
-        // Pointer first, then byte count: the order SQLite documents for conversions.
-        guard let text = sqlite3_column_text(handle, i) else { return "" }
-        let count = Int(sqlite3_column_bytes(handle, i))
-        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+        isNull(i) ? nil : text(i)
     }
 
     /// nil when NULL; an empty blob is `[]`.
     public func blob(_ i: Int32) -> [UInt8]? {
-        guard !isNull(i) else { return nil }
-        let bytes = sqlite3_column_blob(handle, i)
-        let count = Int(sqlite3_column_bytes(handle, i))
-        guard let bytes, count > 0 else { return [] }
-        return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+        isNull(i) ? nil : bytes(i)
     }
 
     /// The value in its stored type.
     public func value(_ i: Int32) -> SQLiteValue {
         switch sqlite3_column_type(handle, i) {
-        case SQLITE_INTEGER: .integer(int64(i))
-        case SQLITE_FLOAT: .real(double(i))
-        case SQLITE_TEXT: .text(string(i) ?? "")
-        case SQLITE_BLOB: .blob(blob(i) ?? [])
+        case SQLITE_INTEGER: .integer(sqlite3_column_int64(handle, i))
+        case SQLITE_FLOAT: .real(sqlite3_column_double(handle, i))
+        case SQLITE_TEXT: .text(text(i))
+        case SQLITE_BLOB: .blob(bytes(i))
         default: .null
         }
     }
@@ -275,6 +267,22 @@ public final class Statement {
     }
 
     // MARK: Private
+
+    private func text(_ i: Int32) -> String {
+        // Pointer first, then byte count: the order SQLite documents, since the pointer call may
+        // convert the value. The count keeps embedded NULs.
+        guard let text = sqlite3_column_text(handle, i) else { return "" }
+        let count = Int(sqlite3_column_bytes(handle, i))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+    }
+
+    private func bytes(_ i: Int32) -> [UInt8] {
+        let bytes = sqlite3_column_blob(handle, i)
+        let count = Int(sqlite3_column_bytes(handle, i))
+        // A zero-length blob comes back as a NULL pointer.
+        guard let bytes, count > 0 else { return [] }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
 
     /// Back to the first row, keeping bindings.
     private func rewind() {
@@ -297,3 +305,7 @@ public final class Statement {
 extension Statement: CustomStringConvertible {
     public var description: String { "Statement(\(sql))" }
 }
+
+// Declared so no other module can add a conformance: SQLite does no locking of its own here.
+@available(*, unavailable)
+extension Statement: Sendable {}

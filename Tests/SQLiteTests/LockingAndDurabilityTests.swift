@@ -1,5 +1,6 @@
 import Foundation
 import SQLite
+import Synchronization
 import Testing
 
 @Suite struct LockingAndDurabilityTests {
@@ -30,6 +31,30 @@ import Testing
         try holder.execute("COMMIT")
         try waiter.run("INSERT INTO t VALUES ('waiter')")
         #expect(try holder.scalar("SELECT count(*) FROM t") == .integer(2))
+    }
+
+    /// The intended sharing pattern: an owner that serializes access with a Mutex.
+    final class Owner: Sendable {
+        let database: Mutex<Database>
+        init(_ database: sending Database) { self.database = Mutex(database) }
+    }
+
+    @Test func sharedBehindAMutexAcrossTasks() async throws {
+        let owner = Owner(try Database(path: dir.file("shared.db"), options: .init(busyTimeout: .seconds(1))))
+        try owner.database.withLock { db in try db.execute("CREATE TABLE t(task INTEGER, i INTEGER)") }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for i in 0..<50 {
+                        try owner.database.withLock { db in
+                            try db.run("INSERT INTO t VALUES (?, ?)", [.integer(Int64(task)), .integer(Int64(i))])
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try owner.database.withLock { db in try db.scalar("SELECT count(*) FROM t") } == .integer(400))
     }
 
     @Test(.timeLimit(.minutes(1)))

@@ -1,0 +1,261 @@
+internal import CMosquitto
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An MQTT client over libmosquitto: one connection, automatic reconnects, incoming messages as one ordered stream.
+public final class MQTTClient: Sendable {
+    private let core: ClientCore
+
+    /// `onMessage` runs synchronously on the network thread for every incoming message, BEFORE libmosquitto sends the
+    /// PUBACK/PUBREC (libmosquitto acknowledges after on_message returns). Keep it short. Messages are also yielded,
+    /// in order, to `messages` when `streamMessages` is true.
+    ///
+    /// `onStateChange` is called on the thread that changed the state, with the error that caused it if any
+    /// (why a connection was lost, why a reconnect failed, the refused credentials that stopped the client).
+    ///
+    /// Throws `.invalidURL` for a bad URL, `.tls` for unreadable TLS files, `.other` for other unusable settings.
+    public init(
+        configuration: MQTTConfiguration, streamMessages: Bool = true,
+        onMessage: (@Sendable (MQTTMessage) -> Void)? = nil,
+        onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)? = nil
+    ) throws(MQTTError) {
+        let address = try BrokerAddress(parsing: configuration.url)
+        let core = ClientCore(
+            configuration: configuration, address: address, streamMessages: streamMessages,
+            onMessage: onMessage, onStateChange: onStateChange)
+        // The handle's `obj` holds one retain on the core, given back after mosquitto_destroy.
+        let retained = Unmanaged.passRetained(core).toOpaque()
+        do {
+            let handle = try MosquittoHandle.make(configuration, address, userData: retained)
+            core.state.withLock { $0.handle = handle }
+        } catch {
+            Unmanaged<ClientCore>.fromOpaque(retained).release()
+            throw error
+        }
+        self.core = core
+    }
+
+    deinit {
+        // Without a network thread, destroy here; otherwise the thread sends DISCONNECT and destroys on its way out.
+        core.withState { state in
+            guard state.connection != .stopped || state.handle != nil else { return }
+            state.stopRequested = true
+            if !state.threadRunning { state.finish() }
+        }
+    }
+
+    public var configuration: MQTTConfiguration { core.configuration }
+
+    /// Incoming messages in arrival order. Single consumer: every call returns the same stream.
+    /// Finishes when the client stops. Empty when the client was made with `streamMessages: false`.
+    public var messages: AsyncStream<MQTTMessage> { core.messages }
+
+    public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
+
+    /// The error behind the latest state change (a lost connection, a failed attempt), if any.
+    public var lastError: MQTTError? { core.state.withLock { $0.lastError } }
+
+    /// A new observer stream on each call: it starts with the current state, then every change, and finishes after
+    /// `.stopped`.
+    public var states: AsyncStream<MQTTConnectionState> {
+        let (stream, observer) = AsyncStream.makeStream(of: MQTTConnectionState.self, bufferingPolicy: .unbounded)
+        let id: Int? = core.state.withLock { state in
+            observer.yield(state.connection)
+            guard state.connection != .stopped else { return nil }
+            let id = state.nextObserverID
+            state.nextObserverID += 1
+            state.observers[id] = observer
+            return id
+        }
+        if let id {
+            observer.onTermination = { [weak core] _ in
+                _ = core?.state.withLock { $0.observers.removeValue(forKey: id) }
+            }
+        } else {
+            observer.finish()
+        }
+        return stream
+    }
+
+    /// Connects and waits for CONNACK. Fails (throws) with a clear error — no retry loop — when the first attempt
+    /// cannot work: refused credentials (`.notAuthorized`), TLS that cannot be set up or verified (`.tls`), closed
+    /// port (`.connectionRefused`), no CONNACK within `connectTimeout` (`.timeout`); the client is then `.idle` again.
+    /// After a successful connect, connection losses reconnect automatically with exponential backoff and jitter
+    /// between the configured delays, restoring every subscription (also when the broker lost the session).
+    /// Credentials refused on a reconnect stop the client (`.stopped`, error passed to `onStateChange`).
+    /// Returns at once when already connected or reconnecting; throws `.closed` after `disconnect()`.
+    public func connect() async throws(MQTTError) {
+        let outcome = await withCheckedContinuation { (waiter: ClientCore.Waiter) in
+            let start: MosquittoHandle? = core.withState { state in
+                switch state.connection {
+                case .connected, .reconnecting:
+                    state.effects.resumptions.append((waiter, .success(())))
+                    return nil
+                case .stopped:
+                    state.effects.resumptions.append((waiter, .failure(.closed("connect() after disconnect()"))))
+                    return nil
+                case .connecting:
+                    state.connectWaiters.append(waiter)
+                    return nil
+                case .idle:
+                    guard let handle = state.handle else {
+                        state.effects.resumptions.append((waiter, .failure(.closed("connect() after disconnect()"))))
+                        return nil
+                    }
+                    state.connectWaiters.append(waiter)
+                    state.threadRunning = true
+                    state.transition(to: .connecting)
+                    return handle
+                }
+            }
+            if let start { NetworkThread.start(core: core, handle: start) }
+        }
+        try outcome.get()
+    }
+
+    /// Subscribes and waits for the SUBACK. An acknowledged filter is remembered and restored after reconnects.
+    public func subscribe(_ topicFilter: String, qos: QoS) async throws(MQTTError) {
+        try await subscribe([(topicFilter, qos)])
+    }
+
+    /// Subscribes to several filters (one SUBSCRIBE per QoS level) and waits for every SUBACK. Filters the broker
+    /// refuses are not remembered; the error names them.
+    public func subscribe(_ filters: [(String, QoS)]) async throws(MQTTError) {
+        for (filter, _) in filters where mosquitto_sub_topic_check(filter) != 0 {
+            throw MQTTError(
+                kind: .protocolError, code: MQTTError.Code.invalid, message: "invalid topic filter",
+                context: "subscribe to \"\(filter)\"")
+        }
+        for qos in QoS.allCases {
+            let group = filters.filter { $0.1 == qos }
+            guard !group.isEmpty else { continue }
+            try await awaitAcknowledgement(context: "subscribe to \"\(group[0].0)\"") { handle, mid in
+                var names = group.map { strdup($0.0) }
+                defer { names.forEach { free($0) } }
+                let rc = names.withUnsafeMutableBufferPointer { buffer in
+                    mosquitto_subscribe_multiple(
+                        handle.pointer, &mid, Int32(buffer.count), buffer.baseAddress, Int32(qos.rawValue), 0, nil)
+                }
+                return (rc, { .subscribe($0, filters: group) })
+            }
+        }
+    }
+
+    /// Unsubscribes, waits for the UNSUBACK, and forgets the filter (it is no longer restored).
+    public func unsubscribe(_ topicFilter: String) async throws(MQTTError) {
+        try await awaitAcknowledgement(context: "unsubscribe from \"\(topicFilter)\"") { handle, mid in
+            let rc = mosquitto_unsubscribe(handle.pointer, &mid, topicFilter)
+            return (rc, { .unsubscribe($0, filter: topicFilter) })
+        } beforeSending: { state in
+            state.subscriptions.removeValue(forKey: topicFilter)
+        }
+    }
+
+    /// QoS 0: returns once handed to the library. QoS 1/2: returns once the broker acknowledged (PUBACK / PUBCOMP).
+    /// Throws `.notConnected` if not connected (also when the connection drops before the acknowledgement; the
+    /// library may still deliver the message after the reconnect), `.closed` after `disconnect()`.
+    /// MQTT 5: `responseTopic` / `correlationData` are sent as properties (ignored under 3.1.1).
+    public func publish(
+        _ topic: String, payload: [UInt8], qos: QoS = .atLeastOnce, retain: Bool = false,
+        responseTopic: String? = nil, correlationData: [UInt8]? = nil
+    ) async throws(MQTTError) {
+        let context = "publish to \"\(topic)\""
+        var properties = PropertyList()
+        if core.configuration.protocolVersion == .v5 {
+            var rc: Int32 = 0
+            if let responseTopic { rc = properties.addString(MQTT_PROP_RESPONSE_TOPIC, responseTopic) }
+            if rc == 0, let correlationData { rc = properties.addBinary(MQTT_PROP_CORRELATION_DATA, correlationData) }
+            if rc != 0 { throw MQTTError.library(rc, context: context) }
+        }
+        let propertyList = SendableProperties(pointer: properties.pointer)
+        let send = { (handle: MosquittoHandle, mid: inout Int32) -> Int32 in
+            payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(
+                    handle.pointer, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain,
+                    propertyList.pointer)
+            }
+        }
+        if qos == .atMostOnce {
+            let outcome: Result<Void, MQTTError> = core.withState { state in
+                guard let handle = connectedHandle(state, context: context) else {
+                    return .failure(notConnectedError(state, context: context))
+                }
+                var mid: Int32 = 0
+                let rc = send(handle, &mid)
+                return rc == 0 ? .success(()) : .failure(.library(rc, context: context))
+            }
+            try outcome.get()
+            return
+        }
+        try await awaitAcknowledgement(context: context) { handle, mid in
+            (send(handle, &mid), { .publish($0, topic: topic) })
+        }
+        _ = properties  // keeps the property list alive until the publish was queued
+    }
+
+    /// Publishes UTF-8 text.
+    public func publish(_ topic: String, _ text: String, qos: QoS = .atLeastOnce, retain: Bool = false)
+        async throws(MQTTError)
+    {
+        try await publish(topic, payload: Array(text.utf8), qos: qos, retain: retain)
+    }
+
+    /// Clean shutdown: sends DISCONNECT (so no will), stops the network thread, fails waiting operations with
+    /// `.closed`, finishes the streams, and frees the connection. Idempotent; concurrent calls all wait for the end.
+    public func disconnect() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            core.withState { state in
+                if state.connection == .stopped && !state.threadRunning {
+                    state.effects.exitWaiters.append(waiter)
+                    return
+                }
+                state.stopRequested = true
+                state.exitWaiters.append(waiter)
+                if !state.threadRunning { state.finish() }
+            }
+        }
+    }
+
+    // MARK: Acknowledged operations
+
+    /// Sends a packet and waits for its acknowledgement. The lock is held from the send until the operation is
+    /// registered under its message id, because the acknowledgement callback can run on the network thread before
+    /// the send call has even returned; the callback then waits for the lock and finds the registration.
+    private func awaitAcknowledgement(
+        context: String,
+        send: (MosquittoHandle, inout Int32) -> (Int32, (ClientCore.Waiter) -> PendingOperation),
+        beforeSending: (inout State) -> Void = { _ in }
+    ) async throws(MQTTError) {
+        let outcome = await withCheckedContinuation { (waiter: ClientCore.Waiter) in
+            core.withState { state in
+                guard let handle = connectedHandle(state, context: context) else {
+                    state.effects.resumptions.append((waiter, .failure(notConnectedError(state, context: context))))
+                    return
+                }
+                beforeSending(&state)
+                var mid: Int32 = 0
+                let (rc, operation) = send(handle, &mid)
+                if rc != 0 {
+                    state.effects.resumptions.append((waiter, .failure(.library(rc, context: context))))
+                    return
+                }
+                state.pending[mid] = operation(waiter)
+            }
+        }
+        try outcome.get()
+    }
+
+    private func connectedHandle(_ state: State, context: String) -> MosquittoHandle? {
+        state.connection == .connected ? state.handle : nil
+    }
+
+    private func notConnectedError(_ state: State, context: String) -> MQTTError {
+        state.connection == .stopped ? .closed(context) : .notConnected(context)
+    }
+}
+
+/// A property list pointer read inside the locked publish call; the list itself lives on the caller's stack.
+private struct SendableProperties: @unchecked Sendable {
+    let pointer: OpaquePointer?
+}

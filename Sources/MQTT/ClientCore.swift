@@ -1,0 +1,211 @@
+import Synchronization
+
+/// The one object libmosquitto's callbacks see (through the `obj` pointer, retained until after `mosquitto_destroy`).
+/// Immutable apart from `state`, which sits behind a mutex shared by callers, callbacks and the network thread.
+final class ClientCore: Sendable {
+    typealias Waiter = CheckedContinuation<Result<Void, MQTTError>, Never>
+
+    let configuration: MQTTConfiguration
+    let address: BrokerAddress
+    let onMessage: (@Sendable (MQTTMessage) -> Void)?
+    let onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)?
+    let messages: AsyncStream<MQTTMessage>
+    private let messageSink: AsyncStream<MQTTMessage>.Continuation?
+    let state: Mutex<State>
+
+    init(
+        configuration: MQTTConfiguration, address: BrokerAddress, streamMessages: Bool,
+        onMessage: (@Sendable (MQTTMessage) -> Void)?,
+        onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)?
+    ) {
+        self.configuration = configuration
+        self.address = address
+        self.onMessage = onMessage
+        self.onStateChange = onStateChange
+        let (stream, sink) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
+        messages = stream
+        if streamMessages {
+            messageSink = sink
+        } else {
+            messageSink = nil
+            sink.finish()
+        }
+        state = Mutex(State())
+    }
+
+    static func from(_ obj: UnsafeMutableRawPointer?) -> ClientCore? {
+        obj.map { Unmanaged<ClientCore>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    var userData: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// Runs `body` under the lock, then (outside it) reports state changes to `onStateChange`, finishes streams of a
+    /// stopped client, and resumes the waiters `body` completed. Nothing user-supplied ever runs under the lock.
+    @discardableResult
+    func withState<R: Sendable>(_ body: (inout State) -> R) -> R {
+        let (result, effects) = state.withLock { state in
+            let result = body(&state)
+            let effects = state.effects
+            state.effects = Effects()
+            return (result, effects)
+        }
+        for (newState, error) in effects.stateChanges {
+            onStateChange?(newState, error)
+        }
+        for (waiter, outcome) in effects.resumptions {
+            waiter.resume(returning: outcome)
+        }
+        if effects.finishStreams {
+            messageSink?.finish()
+            for observer in effects.observersToFinish { observer.finish() }
+        }
+        if let handle = effects.handleToDestroy {
+            handle.destroy()
+            Unmanaged<ClientCore>.fromOpaque(userData).release()
+        }
+        for waiter in effects.exitWaiters { waiter.resume() }
+        return result
+    }
+
+    // MARK: Callbacks (network thread)
+
+    func didReceiveConnack(code: Int32, sessionPresent: Bool) {
+        withState { $0.connack = Connack(code: code, sessionPresent: sessionPresent) }
+    }
+
+    func didCompletePublish(mid: Int32, reasonCode: Int32) {
+        withState { state in
+            guard case .publish(let waiter, let topic)? = state.pending.removeValue(forKey: mid) else { return }
+            // MQTT 5 PUBACK/PUBREC reason codes below 0x80 are successes (0x10: no matching subscribers).
+            let outcome: Result<Void, MQTTError> =
+                reasonCode >= 0x80 ? .failure(.reason(reasonCode, context: "publish to \"\(topic)\"")) : .success(())
+            state.effects.resumptions.append((waiter, outcome))
+        }
+    }
+
+    func didSubscribe(mid: Int32, grantedCodes: [Int32]) {
+        withState { state in
+            if state.restoring.remove(mid) != nil { return }
+            guard case .subscribe(let waiter, let filters)? = state.pending.removeValue(forKey: mid) else { return }
+            var refused: [(String, Int32)] = []
+            for (index, (filter, qos)) in filters.enumerated() {
+                let code = index < grantedCodes.count ? grantedCodes[index] : 0x80
+                if code >= 0x80 {
+                    refused.append((filter, code))
+                } else {
+                    state.subscriptions[filter] = qos
+                }
+            }
+            if let firstRefusal = refused.first {
+                let names = refused.map { "\"\($0.0)\"" }.joined(separator: ", ")
+                let error = MQTTError.reason(firstRefusal.1, context: "subscribe to \(names)")
+                state.effects.resumptions.append((waiter, .failure(error)))
+            } else {
+                state.effects.resumptions.append((waiter, .success(())))
+            }
+        }
+    }
+
+    func didUnsubscribe(mid: Int32) {
+        withState { state in
+            guard case .unsubscribe(let waiter, _)? = state.pending.removeValue(forKey: mid) else { return }
+            state.effects.resumptions.append((waiter, .success(())))
+        }
+    }
+
+    /// Runs the synchronous handler first (libmosquitto acknowledges a QoS 1/2 message only after this returns),
+    /// then queues the message for the ordered stream.
+    func didReceive(_ message: MQTTMessage) {
+        onMessage?(message)
+        messageSink?.yield(message)
+    }
+}
+
+/// A CONNACK as seen by the connect callback.
+struct Connack: Sendable {
+    var code: Int32
+    var sessionPresent: Bool
+}
+
+/// An operation waiting for the broker's acknowledgement, keyed by message id.
+enum PendingOperation {
+    case publish(ClientCore.Waiter, topic: String)
+    case subscribe(ClientCore.Waiter, filters: [(String, QoS)])
+    case unsubscribe(ClientCore.Waiter, filter: String)
+
+    var waiter: ClientCore.Waiter {
+        switch self {
+        case .publish(let waiter, _), .subscribe(let waiter, _), .unsubscribe(let waiter, _): waiter
+        }
+    }
+}
+
+/// Work collected under the lock and carried out after it is released.
+struct Effects {
+    var stateChanges: [(MQTTConnectionState, MQTTError?)] = []
+    var resumptions: [(ClientCore.Waiter, Result<Void, MQTTError>)] = []
+    var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    var observersToFinish: [AsyncStream<MQTTConnectionState>.Continuation] = []
+    var finishStreams = false
+    var handleToDestroy: MosquittoHandle?
+}
+
+/// Everything mutable about a client.
+struct State {
+    var connection: MQTTConnectionState = .idle
+    /// nil once destroyed.
+    var handle: MosquittoHandle?
+    var threadRunning = false
+    var stopRequested = false
+    var connectWaiters: [ClientCore.Waiter] = []
+    var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    var pending: [Int32: PendingOperation] = [:]
+    /// Subscriptions the broker acknowledged, restored after a reconnect that lost the session.
+    var subscriptions: [String: QoS] = [:]
+    /// Message ids of SUBSCRIBEs sent to restore `subscriptions`.
+    var restoring: Set<Int32> = []
+    /// The CONNACK of the current connection attempt.
+    var connack: Connack?
+    var observers: [Int: AsyncStream<MQTTConnectionState>.Continuation] = [:]
+    var nextObserverID = 0
+    var lastError: MQTTError?
+    var effects = Effects()
+
+    /// Publishes a new state to observers (under the lock, so they see changes in order) and queues the callback.
+    mutating func transition(to new: MQTTConnectionState, error: MQTTError? = nil) {
+        if let error { lastError = error }
+        guard new != connection else { return }
+        connection = new
+        for observer in observers.values { observer.yield(new) }
+        effects.stateChanges.append((new, error))
+    }
+
+    /// Fails every operation waiting for an acknowledgement.
+    mutating func failPending(_ error: MQTTError) {
+        for operation in pending.values {
+            effects.resumptions.append((operation.waiter, .failure(error)))
+        }
+        pending.removeAll()
+        restoring.removeAll()
+    }
+
+    /// Moves to the final state: fails all waiters, finishes streams, and hands the handle over for destruction when
+    /// the network thread no longer uses it.
+    mutating func finish(error: MQTTError? = nil) {
+        transition(to: .stopped, error: error)
+        failPending(.closed("the client was shut down before the broker acknowledged"))
+        for waiter in connectWaiters {
+            effects.resumptions.append((waiter, .failure(error ?? .closed("disconnect() was called while connecting"))))
+        }
+        connectWaiters.removeAll()
+        effects.observersToFinish += observers.values
+        observers.removeAll()
+        effects.finishStreams = true
+        if !threadRunning {
+            effects.handleToDestroy = handle
+            handle = nil
+            effects.exitWaiters += exitWaiters
+            exitWaiters.removeAll()
+        }
+    }
+}

@@ -1,0 +1,205 @@
+internal import CMosquitto
+import Foundation
+
+/// The client's own network thread: it connects, runs `mosquitto_loop` with a short timeout, and reconnects with
+/// `ReconnectBackoff`. Doing this instead of `mosquitto_loop_start` keeps backoff, jitter, connect timeouts and
+/// fatal errors (refused credentials) in our hands. Only this thread calls connect, loop, reconnect and destroy
+/// while it runs; callers only queue packets (publish/subscribe), which libmosquitto allows from any thread.
+struct NetworkThread: Sendable {
+    let core: ClientCore
+    let handle: MosquittoHandle
+
+    /// How long one `mosquitto_loop` call may wait; bounds how quickly a stop request is noticed.
+    private static let loopSliceMilliseconds = 100
+
+    static func start(core: ClientCore, handle: MosquittoHandle) {
+        let worker = NetworkThread(core: core, handle: handle)
+        let thread = Thread { worker.run() }
+        thread.name = "mqtt-\(core.configuration.clientID)"
+        thread.start()
+    }
+
+    private var configuration: MQTTConfiguration { core.configuration }
+    private var target: String { core.configuration.url }
+
+    private func run() {
+        switch connectOnce(initial: true) {
+        case .failure(let error):
+            // Drop any half-open socket so that an idle client holds nothing; `connect()` may be called again.
+            let resetError: MQTTError?
+            do {
+                try handle.reset(configuration, core.address, userData: core.userData)
+                resetError = nil
+            } catch {
+                resetError = error
+            }
+            core.withState { state in
+                state.threadRunning = false
+                if state.stopRequested || resetError != nil {
+                    state.finish(error: resetError)
+                    return
+                }
+                state.transition(to: .idle, error: error)
+                for waiter in state.connectWaiters { state.effects.resumptions.append((waiter, .failure(error))) }
+                state.connectWaiters.removeAll()
+            }
+            return
+        case .success:
+            core.withState { state in
+                state.transition(to: .connected)
+                for waiter in state.connectWaiters { state.effects.resumptions.append((waiter, .success(()))) }
+                state.connectWaiters.removeAll()
+            }
+        }
+        let fatal = serve()
+        core.withState { state in
+            state.threadRunning = false
+            state.finish(error: fatal)
+        }
+    }
+
+    /// Runs the connection until a stop is requested or a reconnect hits a fatal error (returned).
+    private func serve() -> MQTTError? {
+        while true {
+            if stopRequested {
+                disconnectGracefully()
+                return nil
+            }
+            let rc = mosquitto_loop(handle.pointer, Int32(Self.loopSliceMilliseconds), 1)
+            guard rc != 0 else { continue }
+            let lost = MQTTError.library(rc, errno: errno, context: "connection to \(target) lost")
+            core.withState { state in
+                state.transition(to: .reconnecting(reason: lost.description), error: lost)
+                // libmosquitto may still resend an unacknowledged QoS 1/2 message after the reconnect; the caller
+                // is told now rather than left waiting for an outage of unknown length.
+                state.failPending(.notConnected("connection lost before the broker acknowledged"))
+            }
+            switch reconnect() {
+            case .connected: continue
+            case .stop(let fatal): return fatal
+            }
+        }
+    }
+
+    private enum ReconnectOutcome {
+        case connected
+        case stop(MQTTError?)
+    }
+
+    private func reconnect() -> ReconnectOutcome {
+        let backoff = ReconnectBackoff(minDelay: configuration.reconnectMinDelay, maxDelay: configuration.reconnectMaxDelay)
+        var generator = SystemRandomNumberGenerator()
+        var attempt = 0
+        while true {
+            if !sleep(backoff.delay(attempt: attempt, using: &generator)) { return .stop(nil) }
+            attempt += 1
+            switch connectOnce(initial: false) {
+            case .success:
+                core.withState { $0.transition(to: .connected) }
+                return .connected
+            case .failure(let error) where error.kind == .closed:
+                return .stop(nil)
+            case .failure(let error) where error.kind == .notAuthorized:
+                // Retrying refused credentials only fills the broker's log; stop and say why.
+                return .stop(error)
+            case .failure(let error):
+                core.withState { $0.transition(to: .reconnecting(reason: error.description), error: error) }
+            }
+        }
+    }
+
+    /// One connection attempt, bounded by `connectTimeout`: TCP connect, TLS handshake, CONNACK, and (when the
+    /// broker has no session for us) re-subscribing every remembered filter and waiting for the SUBACKs.
+    private func connectOnce(initial: Bool) -> Result<Void, MQTTError> {
+        let context = "connecting to \(target)"
+        let clock = ContinuousClock()
+        let deadline = clock.now + configuration.connectTimeout
+        core.withState { $0.connack = nil }
+        // Asynchronous connects never block in connect(2), so an unresponsive host cannot outlast the deadline.
+        let started =
+            initial
+            ? mosquitto_connect_bind_async(
+                handle.pointer, core.address.host, Int32(core.address.port), Int32(configuration.keepAlive), nil)
+            : mosquitto_reconnect_async(handle.pointer)
+        if started != 0 { return .failure(Self.connectFailure(started, errno: errno, context: context)) }
+
+        var restoreSent = false
+        while true {
+            let now = clock.now
+            if now >= deadline {
+                return .failure(
+                    MQTTError(
+                        kind: .timeout, code: MQTTError.Code.timeout,
+                        message: "no CONNACK within \(configuration.connectTimeout)", context: context))
+            }
+            if stopRequested { return .failure(.closed("disconnect() was called while connecting")) }
+            let remaining = Int((deadline - now).seconds * 1000) + 1
+            let rc = mosquitto_loop(handle.pointer, Int32(min(remaining, Self.loopSliceMilliseconds)), 1)
+            let osError = errno
+            enum Step { case waiting, refused(Int32), done }
+            let step = core.withState { state -> Step in
+                guard let connack = state.connack else { return .waiting }
+                if connack.code != 0 { return .refused(connack.code) }
+                if !restoreSent {
+                    restoreSent = true
+                    if !connack.sessionPresent { Self.sendRestoringSubscriptions(&state) }
+                }
+                return state.restoring.isEmpty ? .done : .waiting
+            }
+            switch step {
+            case .refused(let code):
+                return .failure(.connack(code, version: configuration.protocolVersion, context: context))
+            case .done:
+                return .success(())
+            case .waiting:
+                if rc != 0 { return .failure(Self.connectFailure(rc, errno: osError, context: context)) }
+            }
+        }
+    }
+
+    /// Re-sends every remembered subscription; their SUBACKs are awaited before the client reports `.connected`.
+    private static func sendRestoringSubscriptions(_ state: inout State) {
+        guard let handle = state.handle else { return }
+        for (filter, qos) in state.subscriptions.sorted(by: { $0.key < $1.key }) {
+            var mid: Int32 = 0
+            if mosquitto_subscribe(handle.pointer, &mid, filter, Int32(qos.rawValue)) == 0 {
+                state.restoring.insert(mid)
+            }
+        }
+    }
+
+    /// Any failure before CONNACK that is not TLS, a timeout or a protocol error means no connection could be made.
+    private static func connectFailure(_ rc: Int32, errno osError: Int32, context: String) -> MQTTError {
+        let kind = MQTTError.kind(forLibraryCode: rc, errno: osError)
+        let adjusted: MQTTError.Kind =
+            switch kind {
+            case .tls, .timeout, .protocolError, .notAuthorized: kind
+            default: .connectionRefused
+            }
+        return .library(rc, errno: osError, context: context, kind: adjusted)
+    }
+
+    /// Sends DISCONNECT (so the broker drops the will) and lets the loop write it, for at most a second.
+    private func disconnectGracefully() {
+        guard mosquitto_disconnect(handle.pointer) == 0 else { return }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(1)
+        while clock.now < deadline {
+            if mosquitto_loop(handle.pointer, 50, 1) != 0 { return }
+        }
+    }
+
+    /// Sleeps for `duration` in short slices; false when a stop was requested meanwhile.
+    private func sleep(_ duration: Duration) -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now + duration
+        while clock.now < deadline {
+            if stopRequested { return false }
+            let slice = min(deadline - clock.now, .milliseconds(50))
+            usleep(UInt32(max(slice.seconds * 1_000_000, 0)))
+        }
+        return !stopRequested
+    }
+
+    private var stopRequested: Bool { core.withState { $0.stopRequested } }
+}

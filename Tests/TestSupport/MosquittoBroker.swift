@@ -1,0 +1,186 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real `mosquitto` process on a free 127.0.0.1 port, with its configuration, log and data in a temp directory.
+public final class MosquittoBroker: Sendable {
+    public struct Options: Sendable {
+        /// Non-empty: a password file with these users, and anonymous clients refused.
+        public var users: [String: String] = [:]
+        /// Adds a TLS listener (client certificates required) with certificates made by openssl for this broker.
+        public var tls: Bool = false
+        /// Keeps sessions and retained messages in a database that survives `restart()`; it is saved every second
+        /// (a killed broker writes nothing at exit).
+        public var persistence: Bool = false
+        /// Appended to the generated configuration.
+        public var extraConfig: String = ""
+        public init() {}
+    }
+
+    public let port: Int
+    public let tlsPort: Int?
+    public let certificates: TestCertificates?
+    public let directory: String
+    public let options: Options
+    private let process: Mutex<ChildProcess?>
+    private let removed = Atomic<Bool>(false)
+
+    public var url: String { "mqtt://127.0.0.1:\(port)" }
+    public var tlsURL: String? { tlsPort.map { "mqtts://127.0.0.1:\($0)" } }
+    public var logFile: String { directory + "/mosquitto.log" }
+    public var configFile: String { directory + "/mosquitto.conf" }
+    public var passwordFile: String { directory + "/passwords" }
+    public var persistenceFile: String { directory + "/mosquitto.db" }
+
+    private init(options: Options, directory: String, port: Int, tlsPort: Int?, certificates: TestCertificates?) {
+        self.options = options
+        self.directory = directory
+        self.port = port
+        self.tlsPort = tlsPort
+        self.certificates = certificates
+        self.process = Mutex(nil)
+    }
+
+    /// Writes the configuration, starts the broker, and returns once its port(s) accept connections.
+    public static func start(_ options: Options = .init()) async throws -> MosquittoBroker {
+        let directory = try makeTemporaryDirectory("mosquitto")
+        let certificates = options.tls ? try TestCertificates.make(in: directory) : nil
+        let broker = MosquittoBroker(
+            options: options, directory: directory, port: try freeLoopbackPort(),
+            tlsPort: options.tls ? try freeLoopbackPort() : nil, certificates: certificates)
+        do {
+            try broker.writeConfiguration()
+            try broker.setUsers(options.users)
+            try await broker.launch()
+        } catch {
+            broker.stop()
+            throw error
+        }
+        return broker
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// SIGKILL (a broker spawned from a test may ignore SIGTERM), then waits for it to exit. Clients see their
+    /// connections drop. Idempotent.
+    public func kill() {
+        let child = process.withLock { process in
+            defer { process = nil }
+            return process
+        }
+        guard let child else { return }
+        child.signal(SIGKILL)
+        child.wait()
+    }
+
+    /// Starts the broker again on the same port(s) with the same configuration (and database when persistent).
+    public func restart() async throws {
+        kill()
+        try await launch()
+    }
+
+    /// Freezes the broker (SIGSTOP): connections stay open but nothing is answered.
+    public func pause() {
+        process.withLock { $0?.signal(SIGSTOP) }
+    }
+
+    /// Thaws a paused broker (SIGCONT).
+    public func resume() {
+        process.withLock { $0?.signal(SIGCONT) }
+    }
+
+    /// Kills the broker and removes its directory. Idempotent; also done in deinit.
+    public func stop() {
+        resume()
+        kill()
+        if !removed.exchange(true, ordering: .relaxed) {
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    /// Replaces the password file (takes effect at the next `restart()`). Empty keeps the file empty.
+    public func setUsers(_ users: [String: String]) throws {
+        guard !options.users.isEmpty || !users.isEmpty else { return }
+        let lines = users.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)\n" }.joined()
+        try lines.write(toFile: passwordFile, atomically: true, encoding: .utf8)
+        // -U turns the plain user:password lines into salted hashes in place.
+        try ChildProcess.run("/usr/bin/mosquitto_passwd", ["-U", passwordFile], in: directory)
+    }
+
+    /// The broker's log so far (for failure messages).
+    public func log() -> String {
+        (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? ""
+    }
+
+    private func writeConfiguration() throws {
+        var lines = [
+            "per_listener_settings false",
+            "log_dest file \(logFile)",
+            "log_type error", "log_type warning", "log_type notice", "log_type information",
+            "connection_messages true",
+            "listener \(port) 127.0.0.1",
+        ]
+        if let tlsPort, let certificates {
+            lines += [
+                "listener \(tlsPort) 127.0.0.1",
+                "cafile \(certificates.caFile)",
+                "certfile \(certificates.serverCertFile)",
+                "keyfile \(certificates.serverKeyFile)",
+                "require_certificate true",
+            ]
+        }
+        if options.users.isEmpty {
+            lines.append("allow_anonymous true")
+        } else {
+            lines += ["allow_anonymous false", "password_file \(passwordFile)"]
+        }
+        if options.persistence {
+            lines += [
+                "persistence true", "persistence_location \(directory)/", "persistence_file mosquitto.db",
+                "autosave_interval 1",
+            ]
+        }
+        lines.append(options.extraConfig)
+        try lines.joined(separator: "\n").appending("\n").write(toFile: configFile, atomically: true, encoding: .utf8)
+    }
+
+    private func launch() async throws {
+        let child = try ChildProcess.spawn(
+            "/usr/sbin/mosquitto", ["-c", configFile], outputFile: directory + "/mosquitto.out")
+        process.withLock { $0 = child }
+        let ports = [port] + (tlsPort.map { [$0] } ?? [])
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(10)
+        while !ports.allSatisfy(loopbackPortAccepts) {
+            var status: Int32 = 0
+            if waitpid(child.pid, &status, WNOHANG) == child.pid {
+                process.withLock { $0 = nil }
+                let output = (try? String(contentsOfFile: directory + "/mosquitto.out", encoding: .utf8)) ?? ""
+                throw TestSupportError("mosquitto exited at start: \(output)\n\(log())")
+            }
+            if clock.now >= deadline {
+                throw TestSupportError("mosquitto did not accept connections on \(ports) within 10 s\n\(log())")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+/// Starts a broker, runs `body`, and always stops the broker, even when `body` throws.
+public func withBroker<T>(
+    _ options: MosquittoBroker.Options = .init(), _ body: (MosquittoBroker) async throws -> T
+) async throws -> T {
+    let broker = try await MosquittoBroker.start(options)
+    do {
+        let result = try await body(broker)
+        broker.stop()
+        return result
+    } catch {
+        broker.stop()
+        throw error
+    }
+}

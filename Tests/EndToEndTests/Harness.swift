@@ -1,0 +1,82 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+/// The real `thing-agent` executable against a real broker: a daemon and CLI calls sharing one cache file.
+final class AgentHarness: Sendable {
+    let broker: MosquittoBroker
+    let directory: String
+    let database: String
+    let clientID: String
+    private let daemonBox = DaemonBox()
+
+    init(broker: MosquittoBroker) throws {
+        self.broker = broker
+        directory = try makeTemporaryDirectory("thing-agent-e2e")
+        database = directory + "/cache.sqlite"
+        clientID = "agent-\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    var commonArguments: [String] {
+        ["--broker", broker.url, "--db", database, "--client-id", clientID]
+    }
+
+    /// Starts `thing-agent run` and waits until it announced itself online.
+    func startDaemon(_ extra: [String] = [], environment: [String: String] = [:]) async throws {
+        let daemon = try DaemonProcess(thingAgentExecutable(), ["run"] + commonArguments + extra,
+                                       environment: environment, logPath: directory + "/daemon.log")
+        daemonBox.set(daemon)
+        try await waitUntil(timeout: .seconds(10)) { daemon.log.contains("connected and subscribed") || !daemon.isRunning }
+        guard daemon.isRunning else {
+            throw TestSupportError("the daemon exited: \(daemon.log)")
+        }
+    }
+
+    var daemon: DaemonProcess? { daemonBox.get() }
+
+    /// Runs a CLI subcommand against the same broker and cache.
+    func cli(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> ProcessResult {
+        try await runCommand(thingAgentExecutable(), arguments + ["--broker", broker.url, "--db", database])
+    }
+
+    /// `info DEVICE --json`, parsed; nil when the device is unknown.
+    func info(_ device: String) async throws -> JSONObject? {
+        let result = try await cli(["info", device, "--json"])
+        guard result.status == 0 else { return nil }
+        return try JSONParser.parse(result.stdout).objectValue
+    }
+
+    /// Polls `info --json` until `condition` holds.
+    func waitForInfo(_ device: String, timeout: Duration = .seconds(15),
+                     _ condition: @escaping @Sendable (JSONObject) -> Bool) async throws -> JSONObject {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let info = try await info(device), condition(info) { return info }
+            if ContinuousClock.now > deadline {
+                let last = try await cli(["info", device, "--json"])
+                throw TestSupportError("condition not met for \(device); last info: \(last.stdout) \(last.stderr)\n"
+                    + "daemon log: \(daemon?.log ?? "")")
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    deinit {
+        daemonBox.get()?.signal(SIGKILL)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Holds the current daemon; replaced on restart.
+final class DaemonBox: @unchecked Sendable {
+    // Guarded by `lock`; a plain lock keeps this tiny box free of actor hops in tests.
+    private let lock = NSLock()
+    private var daemon: DaemonProcess?
+
+    func set(_ value: DaemonProcess?) { lock.withLock { daemon = value } }
+    func get() -> DaemonProcess? { lock.withLock { daemon } }
+}
+
+/// Milliseconds for test payloads: a fixed base so tests read clearly.
+let t0: Int64 = 1_764_450_000_000

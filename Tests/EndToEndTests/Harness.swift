@@ -77,6 +77,3 @@ final class DaemonBox: @unchecked Sendable {
     func set(_ value: DaemonProcess?) { lock.withLock { daemon = value } }
     func get() -> DaemonProcess? { lock.withLock { daemon } }
 }
-
-/// Milliseconds for test payloads: a fixed base so tests read clearly.
-let t0: Int64 = 1_764_450_000_000

@@ -1,6 +1,9 @@
 import Foundation
 import MQTT
 
+/// Milliseconds for test payloads: a fixed base (PROTOCOL.md's example time) so tests read clearly.
+public let t0: Int64 = 1_764_450_000_000
+
 /// A device on the test broker: publishes PROTOCOL.md payloads under `things/<id>/thing/...` and can answer requests.
 public final class SimulatedDevice: Sendable {
     public let id: String

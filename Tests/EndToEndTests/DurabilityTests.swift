@@ -1,0 +1,69 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+@Suite("Nothing acknowledged is lost", .serialized)
+struct DurabilityTests {
+    /// The broker keeps QoS 1 messages for the agent's persistent session while it is down.
+    static var brokerOptions: MosquittoBroker.Options {
+        var options = MosquittoBroker.Options()
+        options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\n"
+        return options
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func sigkillDuringAStreamOfQoS1ReportsLosesNothing() async throws {
+        try await withBroker(Self.brokerOptions) { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let devices = try (0..<4).map { try SimulatedDevice("k\($0)", brokerURL: broker.url) }
+            for device in devices { try await device.connect() }
+            let reports = 1500
+            let stream = Task {
+                for n in 1...reports {
+                    for device in devices {
+                        try await device.properties("{\"counter\":\(n)}", time: t0 + Int64(n))
+                    }
+                }
+            }
+            // Kill the agent twice in the middle of the stream; it comes back with the same persistent session.
+            for _ in 0..<2 {
+                try await Task.sleep(for: .milliseconds(300))
+                let daemon = try #require(harness.daemon)
+                daemon.signal(SIGKILL)
+                _ = await daemon.waitForExit(timeout: .seconds(5))
+                try await Task.sleep(for: .milliseconds(200))
+                try await harness.startDaemon()
+            }
+            try await stream.value
+            for device in devices {
+                let info = try await harness.waitForInfo(device.id, timeout: .seconds(30)) {
+                    $0["properties"]?["counter"] == .integer(Int64(reports))
+                }
+                #expect(info["propertyTimes"]?["counter"] == .integer(t0 + Int64(reports)))
+            }
+            for device in devices { await device.disconnect() }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func reportsPublishedWhileTheAgentIsDownArriveWhenItReturns() async throws {
+        try await withBroker(Self.brokerOptions) { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let daemon = try #require(harness.daemon)
+            daemon.signal(SIGTERM)
+            #expect(await daemon.waitForExit(timeout: .seconds(2)) == 0)
+
+            let device = try SimulatedDevice("late", brokerURL: broker.url)
+            try await device.connect()
+            try await device.properties(#"{"switch_1":false}"#, time: t0)
+            await device.disconnect()
+
+            try await harness.startDaemon()
+            let info = try await harness.waitForInfo("late") { $0["properties"]?["switch_1"] == false }
+            #expect(info["devId"] == "late")
+        }
+    }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import JSON
+import Synchronization
+import Testing
+import TestSupport
+@testable import ThingAgent
+
+/// The library API in process, against a real broker and a real cache file.
+@Suite("Agent library API", .serialized)
+struct AgentTests {
+    static func configuration(_ broker: MosquittoBroker, directory: String, grace: Double = 30) -> AgentConfiguration {
+        var configuration = AgentConfiguration()
+        configuration.broker = broker.url
+        configuration.database = directory + "/cache.sqlite"
+        configuration.clientID = "lib-\(UInt32.random(in: 0...UInt32.max))"
+        configuration.offlineGracePeriod = grace
+        configuration.requestTimeout = 2
+        return configuration
+    }
+
+    /// Runs `body` with a started agent, stopping it afterwards.
+    static func withAgent(_ broker: MosquittoBroker, grace: Double = 30,
+                          _ body: (Agent, String) async throws -> Void) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let agent = try Agent(configuration: configuration(broker, directory: directory, grace: grace))
+        let running = Task { try await agent.run() }
+        try await waitUntil { agent.connectionState == .connected }
+        try await Task.sleep(for: .milliseconds(50))
+        do {
+            try await body(agent, directory)
+        } catch {
+            running.cancel()
+            _ = try? await running.value
+            throw error
+        }
+        running.cancel()
+        _ = try? await running.value
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func deviceInfoIsInstantAndFetchDataUpdatesIt() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let manager = DeviceInfoManager(deviceId: "bf12ab", agent: agent)
+                #expect(manager.deviceInfo == nil)
+                let device = try SimulatedDevice("bf12ab", brokerURL: broker.url)
+                try await device.connect()
+                let answering = try await device.answer("info/get") { _ in
+                    #""code":0,"data":{"name":"Hall light","firmwareVersion":"1.4.3","hardwareInfo":{"module":"WBR3"}}"#
+                }
+                try await device.status(true, time: t0)
+                try await waitUntil { manager.snapshot?.online == true }
+                let info = try await manager.fetchData()
+                #expect(info.name == "Hall light")
+                #expect(info.firmwareVersion == "1.4.3")
+                #expect(info.hardwareInfo?["module"] == "WBR3")
+                #expect(manager.deviceInfo?.firmwareVersion == "1.4.3")
+                answering.cancel()
+                await device.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func fetchDataFailsAtOnceWhenOfflineAndTimesOutWhenSilent() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let device = try SimulatedDevice("quiet", brokerURL: broker.url)
+                try await device.connect()
+                try await device.status(true, time: t0)
+                let manager = DeviceInfoManager(deviceId: "quiet", agent: agent)
+                try await waitUntil { manager.snapshot?.online == true }
+                let started = ContinuousClock.now
+                await #expect(throws: RequestError.timeout(deviceId: "quiet", request: "info/get", seconds: 0.3)) {
+                    try await manager.fetchData(timeout: .milliseconds(300))
+                }
+                #expect(ContinuousClock.now - started < .seconds(2))
+
+                try await device.status(false, time: t0 + 1)
+                try await waitUntil { manager.snapshot?.online == false }
+                let offlineStart = ContinuousClock.now
+                await #expect(throws: RequestError.deviceOffline(deviceId: "quiet")) {
+                    try await manager.fetchData()
+                }
+                #expect(ContinuousClock.now - offlineStart < .milliseconds(100))
+                await device.disconnect()
+            }
+        }
+    }
+
+    /// Where a recorder writes what it heard; outlives the recorder so a released listener can be checked.
+    final class SignalLog: Sendable {
+        private let received = Mutex<[Int]>([])
+        var values: [Int] { received.withLock { $0 } }
+        func append(_ value: Int) { received.withLock { $0.append(value) } }
+    }
+
+    final class SignalRecorder: DeviceInfoManagerListener {
+        let log: SignalLog
+        init(_ log: SignalLog) { self.log = log }
+
+        func deviceInfoManager(_ manager: DeviceInfoManager, wifiSignalDidUpdate signal: SignalReading) {
+            log.append(signal.dBm)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func wifiSignalListenersHearUpdatesUntilRemovedOrReleased() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let manager = DeviceInfoManager(deviceId: "sig", agent: agent)
+                let keptLog = SignalLog(), releasedLog = SignalLog()
+                let kept = SignalRecorder(keptLog)
+                var released: SignalRecorder? = SignalRecorder(releasedLog)
+                weak let weakReleased = released
+                manager.addListener(kept)
+                manager.addListener(released!)
+                let device = try SimulatedDevice("sig", brokerURL: broker.url)
+                try await device.connect()
+                try await device.signal(wifi: -40, time: t0)
+                try await waitUntil { keptLog.values == [-40] && releasedLog.values == [-40] }
+
+                released = nil
+                #expect(weakReleased == nil, "the manager must not keep a listener alive")
+                try await device.signal(wifi: -45, time: t0 + 1)
+                try await waitUntil { keptLog.values == [-40, -45] }
+                #expect(releasedLog.values == [-40])
+
+                manager.removeListener(kept)
+                try await device.signal(wifi: -50, time: t0 + 2)
+                try await device.signal(wifi: -50, rsrp: nil, time: t0 + 3)
+                try await waitUntil { agent.cache.device("sig")?.wifiSignal?.time == t0 + 3 }
+                try await Task.sleep(for: .milliseconds(100))
+                #expect(keptLog.values == [-40, -45])
+                try await waitUntil { agent.events.listenerCount == 0 }
+                await device.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func slowListenerNeverBlocksIngestOrOthers() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let blocked = Mutex(false)
+                let stuck = agent.events.addListener(kinds: .properties, queueLimit: 8) { _ in
+                    blocked.withLock { $0 = true }
+                    try? await Task.sleep(for: .seconds(3600))
+                }
+                let fastCount = Atomic<Int>(0)
+                let fast = agent.events.addListener(kinds: .properties) { _ in fastCount.add(1, ordering: .relaxed) }
+                let device = try SimulatedDevice("busy", brokerURL: broker.url)
+                try await device.connect()
+                for n in 1...100 {
+                    try await device.properties("{\"n\":\(n)}", time: t0 + Int64(n))
+                }
+                try await waitUntil { fastCount.load(ordering: .relaxed) == 100 }
+                #expect(agent.cache.device("busy")?.properties["n"]?.value == 100)
+                #expect(agent.events.dropped >= 100 - 8 - 1)
+                #expect(blocked.withLock { $0 })
+                stuck.cancel()
+                fast.cancel()
+                await device.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func offlineWarningAfterTheGracePeriodAndNotBefore() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker, grace: 1.0) { agent, _ in
+                let warnings = Mutex<[(String, ContinuousClock.Instant)]>([])
+                let listener = agent.events.addListener(kinds: .offlineWarning) { event in
+                    warnings.withLock { $0.append((event.deviceId, .now)) }
+                }
+                let gone = try SimulatedDevice("gone", brokerURL: broker.url)
+                let blip = try SimulatedDevice("blip", brokerURL: broker.url)
+                try await gone.connect()
+                try await blip.connect()
+                try await gone.status(true, time: t0)
+                try await blip.status(true, time: t0)
+                try await waitUntil { agent.cache.device("blip")?.online == true && agent.cache.device("gone")?.online == true }
+
+                let offlineAt = ContinuousClock.now
+                try await gone.status(false, time: t0 + 10)
+                try await blip.status(false, time: t0 + 10)
+                try await Task.sleep(for: .milliseconds(300))
+                try await blip.status(true, time: t0 + 20)
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(warnings.withLock { $0.isEmpty }, "no warning before the grace period")
+
+                try await waitUntil(timeout: .seconds(5)) { warnings.withLock { !$0.isEmpty } }
+                try await Task.sleep(for: .milliseconds(1200))
+                let seen = warnings.withLock { $0 }
+                #expect(seen.map(\.0) == ["gone"], "exactly one warning, for the device that stayed offline")
+                if let first = seen.first { #expect(first.1 - offlineAt >= .milliseconds(950)) }
+                listener.cancel()
+                await gone.disconnect()
+                await blip.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func cacheIsReadBeforeTheBrokerIsReached() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await withBroker { broker in
+            var configuration = Self.configuration(broker, directory: directory)
+            configuration.clientID = "restart-test"
+            let agent = try Agent(configuration: configuration)
+            let running = Task { try await agent.run() }
+            try await waitUntil { agent.connectionState == .connected }
+            let device = try SimulatedDevice("keep", brokerURL: broker.url)
+            try await device.connect()
+            try await device.info(#"{"name":"Kept"}"#, time: t0)
+            try await device.properties(#"{"level":7}"#, time: t0)
+            try await waitUntil { agent.cache.device("keep")?.properties["level"] != nil }
+            running.cancel()
+            _ = try? await running.value
+            await device.disconnect()
+        }
+        // The broker is gone; a new agent answers from the cache file at once, before any connection.
+        var configuration = AgentConfiguration()
+        configuration.database = directory + "/cache.sqlite"
+        configuration.broker = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
+        let agent = try Agent(configuration: configuration)
+        let manager = DeviceInfoManager(deviceId: "keep", agent: agent)
+        #expect(manager.deviceInfo?.name == "Kept")
+        #expect(manager.snapshot?.properties["level"]?.value == 7)
+        await #expect(throws: (any Error).self) { try await agent.start() }
+    }
+}

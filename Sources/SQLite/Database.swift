@@ -127,8 +127,13 @@ public final class Database {
                 message: "database file is not writable (open it with Options.readOnly to read it)",
                 path: path)
         }
-        // Opening never reads the file; this does, before anything could write to it.
-        _ = try scalar("SELECT count(*) FROM sqlite_master")
+        // Opening never reads the file; this does, before anything could write to it. The probe's
+        // SQL is left out of the error: it would only distract from the file named in it.
+        do throws(SQLiteError) {
+            _ = try scalar("SELECT count(*) FROM sqlite_master")
+        } catch {
+            throw SQLiteError(code: error.code, extendedCode: error.extendedCode, message: error.message, path: path)
+        }
         if !options.readOnly && options.journalModeWAL {
             try execute("PRAGMA journal_mode = WAL")
         }

@@ -1,5 +1,5 @@
 /// One result row, copied out of the statement so it can outlive it and cross threads.
-public struct Row: Sendable {
+public struct Row: Sendable, Hashable {
     public let values: [SQLiteValue]
     /// Column names, shared (copy-on-write) by all rows of one query.
     public let columns: [String]

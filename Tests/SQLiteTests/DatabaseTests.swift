@@ -32,6 +32,13 @@ import Testing
         #expect(try db.scalar("PRAGMA busy_timeout") == .integer(1500))
     }
 
+    @Test func inMemoryDatabase() throws {
+        let db = try Database(path: ":memory:")
+        try db.execute("CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+        #expect(try db.query("SELECT x FROM t") == [Row(columns: ["x"], values: [.integer(1)])])
+        #expect(try db.scalar("PRAGMA journal_mode") == .text("memory"))
+    }
+
     @Test func reopensExistingData() throws {
         let path = dir.file("reopen.db")
         do {
@@ -169,7 +176,8 @@ import Testing
         let error = #expect(throws: SQLiteError.self) { try Database(path: path) }
         #expect(error?.code == SQLiteError.notADatabase)
         #expect(error?.path == path)
-        #expect(error?.description.contains(path) == true)
+        #expect(error?.sql == nil)
+        #expect(error?.description == "SQLite error 26 (file is not a database): file is not a database — file: \(path)")
         #expect(contents(of: path) == before)
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
     }

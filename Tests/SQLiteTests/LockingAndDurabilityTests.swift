@@ -47,7 +47,9 @@ import Testing
                 group.addTask {
                     for i in 0..<50 {
                         try owner.database.withLock { db in
-                            try db.run("INSERT INTO t VALUES (?, ?)", [.integer(Int64(task)), .integer(Int64(i))])
+                            try db.transaction {
+                                try db.run("INSERT INTO t VALUES (?, ?)", [.integer(Int64(task)), .integer(Int64(i))])
+                            }
                         }
                     }
                 }

@@ -1,0 +1,105 @@
+import JSON
+
+/// A product's thing model: the properties a device of that product has and which may be set (PROTOCOL.md,
+/// "Thing models"). Types follow the vendor platforms' data points.
+public struct ThingModel: Sendable, Equatable {
+    public var productId: String
+    public var properties: [PropertySpec]
+
+    public init(productId: String, properties: [PropertySpec]) {
+        self.productId = productId
+        self.properties = properties
+    }
+
+    public func property(_ code: String) -> PropertySpec? {
+        properties.first { $0.code == code }
+    }
+}
+
+public struct PropertySpec: Sendable, Equatable {
+    public enum Access: String, Sendable {
+        /// Reported and settable.
+        case rw
+        /// Report only: a set is refused.
+        case ro
+        /// Set only.
+        case wo
+    }
+
+    public enum Kind: Sendable, Equatable {
+        case bool
+        /// An integer in `min...max`, on `step` from `min` when a step is given.
+        case value(min: Int64, max: Int64, step: Int64?)
+        /// One of `range`.
+        case enumeration([String])
+        /// At most `maxlen` UTF-8 bytes.
+        case string(maxlen: Int)
+    }
+
+    public var code: String
+    public var kind: Kind
+    public var access: Access
+
+    public init(code: String, kind: Kind, access: Access) {
+        self.code = code
+        self.kind = kind
+        self.access = access
+    }
+}
+
+/// Why a property set was refused before anything was published: names the property and the rule broken.
+public struct ValidationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var code: String
+    public var rule: String
+
+    public var description: String { "\(code): \(rule)" }
+}
+
+extension ThingModel {
+    /// Checks a set against the model; the first broken rule is thrown.
+    public func validate(_ values: [(code: String, value: JSONValue)]) throws(ValidationError) {
+        for (code, value) in values {
+            guard let spec = property(code) else {
+                throw ValidationError(code: code, rule: "unknown property for product \(productId)")
+            }
+            try spec.validate(value)
+        }
+    }
+}
+
+extension PropertySpec {
+    public func validate(_ value: JSONValue) throws(ValidationError) {
+        guard access != .ro else { throw ValidationError(code: code, rule: "read-only (access ro)") }
+        switch kind {
+        case .bool:
+            guard value.boolValue != nil else { throw broken("must be true or false (bool), got \(value.serialized())") }
+        case .value(let min, let max, let step):
+            guard case .integer(let number) = value else {
+                throw broken("must be an integer (value), got \(value.serialized())")
+            }
+            guard number >= min else { throw broken("\(number) is below the minimum \(min)") }
+            guard number <= max else { throw broken("\(number) is above the maximum \(max)") }
+            if let step, step > 1, (number - min) % step != 0 {
+                throw broken("\(number) is off the step \(step) (from \(min))")
+            }
+        case .enumeration(let range):
+            guard let text = value.stringValue else {
+                throw broken("must be one of \(range.joined(separator: ", ")) (enum), got \(value.serialized())")
+            }
+            guard range.contains(text) else {
+                throw broken("'\(text)' is not one of \(range.joined(separator: ", "))")
+            }
+        case .string(let maxlen):
+            guard let text = value.stringValue else {
+                throw broken("must be a string, got \(value.serialized())")
+            }
+            guard text.utf8.count <= maxlen else {
+                throw broken("\(text.utf8.count) bytes is longer than maxlen \(maxlen)")
+            }
+        }
+    }
+
+    private func broken(_ rule: String) -> ValidationError {
+        ValidationError(code: code, rule: rule)
+    }
+}

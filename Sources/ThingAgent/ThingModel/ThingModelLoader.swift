@@ -1,0 +1,90 @@
+import Foundation
+import JSON
+
+/// The thing models known to the agent, by `productId`: one JSON file per product in a directory.
+public struct ThingModels: Sendable {
+    public private(set) var byProduct: [String: ThingModel]
+
+    public init(_ models: [ThingModel] = []) {
+        byProduct = Dictionary(models.map { ($0.productId, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    public func model(for productId: String?) -> ThingModel? {
+        productId.flatMap { byProduct[$0] }
+    }
+
+    public struct LoadError: Error, Sendable, CustomStringConvertible, Equatable {
+        public var file: String
+        public var reason: String
+        public var description: String { "thing model \(file): \(reason)" }
+    }
+
+    /// Loads every `*.json` file of `directory`. A file that is not a valid model is an error naming it.
+    public init(directory: String) throws(LoadError) {
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: directory)
+        } catch {
+            throw LoadError(file: directory, reason: "cannot read the directory")
+        }
+        var models: [ThingModel] = []
+        for name in names.sorted() where name.hasSuffix(".json") {
+            let path = directory + "/" + name
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw LoadError(file: path, reason: "cannot read the file")
+            }
+            models.append(try Self.parse([UInt8](data), file: path))
+        }
+        self.init(models)
+    }
+
+    /// Parses one model file's contents.
+    public static func parse(_ bytes: [UInt8], file: String) throws(LoadError) -> ThingModel {
+        func fail(_ reason: String) -> LoadError { LoadError(file: file, reason: reason) }
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(bytes)
+        } catch {
+            throw fail("not valid JSON: \(error)")
+        }
+        guard let productId = root["productId"]?.stringValue, !productId.isEmpty else {
+            throw fail("needs a 'productId' string")
+        }
+        guard let list = root["properties"]?.arrayValue else { throw fail("needs a 'properties' array") }
+        var properties: [PropertySpec] = []
+        for entry in list {
+            guard let code = entry["code"]?.stringValue, !code.isEmpty else {
+                throw fail("every property needs a 'code'")
+            }
+            let accessText = entry["access"]?.stringValue ?? "rw"
+            guard let access = PropertySpec.Access(rawValue: accessText) else {
+                throw fail("\(code): access must be rw, ro or wo")
+            }
+            let kind: PropertySpec.Kind
+            switch entry["type"]?.stringValue {
+            case "bool": kind = .bool
+            case "value":
+                guard let min = entry["min"]?.int64Value, let max = entry["max"]?.int64Value, min <= max else {
+                    throw fail("\(code): a value needs integer 'min' <= 'max'")
+                }
+                let step = entry["step"]?.int64Value
+                if let step, step <= 0 { throw fail("\(code): 'step' must be positive") }
+                kind = .value(min: min, max: max, step: step)
+            case "enum":
+                guard let range = entry["range"]?.arrayValue?.compactMap(\.stringValue), !range.isEmpty else {
+                    throw fail("\(code): an enum needs a non-empty 'range' of strings")
+                }
+                kind = .enumeration(range)
+            case "string":
+                guard let maxlen = entry["maxlen"]?.int64Value, maxlen > 0 else {
+                    throw fail("\(code): a string needs a positive 'maxlen'")
+                }
+                kind = .string(maxlen: Int(maxlen))
+            default:
+                throw fail("\(code): type must be bool, value, enum or string")
+            }
+            properties.append(PropertySpec(code: code, kind: kind, access: access))
+        }
+        return ThingModel(productId: productId, properties: properties)
+    }
+}

@@ -88,3 +88,10 @@ func mqttError(_ body: () async throws(MQTTError) -> Void) async -> MQTTError? {
         return error
     }
 }
+
+/// A thread-safe boolean to share with tasks and handlers.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
+}

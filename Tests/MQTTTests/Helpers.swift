@@ -79,13 +79,13 @@ func connectedClient(
     return client
 }
 
-/// Runs `body` and returns the MQTTError it threw (nil when it did not throw).
-func mqttError(_ body: () async throws(MQTTError) -> Void) async -> MQTTError? {
+/// Runs `body` and returns the MQTTError it threw (nil when it did not throw or threw something else).
+func mqttError(_ body: () async throws -> Void) async -> MQTTError? {
     do {
         try await body()
         return nil
     } catch {
-        return error
+        return error as? MQTTError
     }
 }
 

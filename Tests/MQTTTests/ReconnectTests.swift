@@ -21,8 +21,12 @@ struct ReconnectTests {
             let prefix = uniqueName("things")
             try await subscriber.subscribe([("\(prefix)/+/thing/properties", .atLeastOnce), ("\(prefix)/+/thing/signal", .atMostOnce)])
             if persistence {
-                // A killed broker saves nothing at exit: wait for its periodic save to include the subscription.
-                try await Task.sleep(for: .milliseconds(1500))
+                // A killed broker saves nothing at exit: wait for a periodic save that includes the subscription.
+                // The broker is single-threaded, so a save logged after one more change comes after the SUBSCRIBE.
+                let saves: @Sendable () -> Int = { broker.log().components(separatedBy: "Saving in-memory database").count }
+                let before = saves()
+                try await subscriber.publish("\(prefix)/marker", "change", qos: .atLeastOnce, retain: true)
+                try await waitUntil { saves() > before }
             }
 
             broker.kill()

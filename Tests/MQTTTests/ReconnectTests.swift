@@ -179,3 +179,37 @@ struct ReconnectTests {
         }
     }
 }
+
+@Suite("Operations waiting for an acknowledgement", .timeLimit(.minutes(1)))
+struct PendingOperationTests {
+    @Test("a QoS 1 publish waiting for its PUBACK fails with .notConnected when the connection is lost",
+          .timeLimit(.minutes(1)))
+    func pendingPublishFailsOnConnectionLoss() async throws {
+        try await withBroker { broker in
+            let client = try await connectedClient(testConfiguration(broker.url))
+            broker.pause()
+            let publishing = Task { await mqttError { try await client.publish("pending", "x", qos: .atLeastOnce) } }
+            try await Task.sleep(for: .milliseconds(200))
+            broker.kill()
+            let error = await publishing.value
+            #expect(error?.kind == .notConnected, "got \(String(describing: error))")
+            await client.disconnect()
+        }
+    }
+
+    @Test("operations waiting for an acknowledgement fail with .closed on disconnect()", .timeLimit(.minutes(1)))
+    func pendingOperationsFailOnDisconnect() async throws {
+        try await withBroker { broker in
+            let client = try await connectedClient(testConfiguration(broker.url))
+            broker.pause()
+            let publishing = Task { await mqttError { try await client.publish("pending", "x", qos: .exactlyOnce) } }
+            let subscribing = Task { await mqttError { try await client.subscribe("pending", qos: .atLeastOnce) } }
+            try await Task.sleep(for: .milliseconds(200))
+            await client.disconnect()
+            #expect(await publishing.value?.kind == .closed)
+            #expect(await subscribing.value?.kind == .closed)
+            #expect(client.state == .stopped)
+            broker.resume()
+        }
+    }
+}

@@ -217,6 +217,16 @@ public final class MQTTClient: Sendable {
         }
     }
 
+    /// Cuts the TCP connection without DISCONNECT, as a crash or a network failure would: the broker publishes the
+    /// will and the client reconnects. For tests inside this package.
+    package func dropConnectionUncleanly() {
+        core.withState { state in
+            guard let handle = state.handle else { return }
+            let socket = mosquitto_socket(handle.pointer)
+            if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
+        }
+    }
+
     // MARK: Acknowledged operations
 
     /// Sends a packet and waits for its acknowledgement. The lock is held from the send until the operation is

@@ -124,6 +124,10 @@ public final class MosquittoBroker: Sendable {
             "connection_messages true",
             "listener \(port) 127.0.0.1",
         ]
+        if geteuid() == 0 {
+            // Started as root, mosquitto drops to user "mosquitto", which cannot read this private temp directory.
+            lines.append("user root")
+        }
         if let tlsPort, let certificates {
             lines += [
                 "listener \(tlsPort) 127.0.0.1",

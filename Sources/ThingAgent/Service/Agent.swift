@@ -51,8 +51,21 @@ public final class Agent: Sendable {
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
                                 offline: role == .service ? offlineWatch : nil, logger: logger)
         self.ingestor = ingestor
-        client = try MQTTClient(configuration: Self.mqttConfiguration(configuration, role: role),
-                                streamMessages: false) { message in ingestor.handle(message) }
+        client = try MQTTClient(
+            configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
+            onMessage: { message in ingestor.handle(message) },
+            onStateChange: { state, error in
+                switch state {
+                case .reconnecting(let reason):
+                    logger.warning("connection lost; reconnecting", metadata: ["reason": reason])
+                case .connected:
+                    logger.debug("connected", metadata: ["broker": configuration.broker])
+                case .stopped:
+                    if let error { logger.error("stopped: \(error)") }
+                default:
+                    break
+                }
+            })
     }
 
     /// Counters of the receive path.
@@ -77,16 +90,39 @@ public final class Agent: Sendable {
     }
 
     /// Starts, works until the calling task is cancelled, then stops gracefully.
+    /// The service waits for a broker that is not up yet (retrying with backoff); refused credentials or a TLS
+    /// set-up that cannot work end `run()` with the error at once.
     public func run() async throws {
-        try await start()
-        await withTaskCancellationHandler {
-            if role == .service {
-                await offlineWatch.run()
-            } else {
-                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-            }
-        } onCancel: {}
+        do {
+            try await startWhenBrokerIsUp()
+        } catch {
+            await stop()
+            throw error
+        }
+        if role == .service {
+            await offlineWatch.run()
+        } else {
+            while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+        }
         await stop()
+    }
+
+    private func startWhenBrokerIsUp() async throws {
+        var delay = max(0.1, configuration.reconnectMinDelay)
+        while true {
+            do {
+                return try await start()
+            } catch let error as MQTTError where role == .service && Self.isTransient(error) {
+                logger.warning("broker not reachable; retrying in \(String(format: "%.1f", delay)) s",
+                               metadata: ["broker": configuration.broker, "error": "\(error)"])
+                try await Task.sleep(for: .seconds(delay))
+                delay = min(max(configuration.reconnectMaxDelay, 0.1), delay * 2)
+            }
+        }
+    }
+
+    private static func isTransient(_ error: MQTTError) -> Bool {
+        error.kind == .connectionRefused || error.kind == .timeout
     }
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.

@@ -73,9 +73,12 @@ internal struct ContainerStack: ~Copyable {
         let start = frames[depth].valueStart
         let n = valueCount - start
         let source = values + start
-        let array = [JSONValue](unsafeUninitializedCapacity: n) { buffer, initialized in
-            buffer.baseAddress!.moveInitialize(from: source, count: n)
-            initialized = n
+        // (`Array(unsafeUninitializedCapacity:)` is not specialized and looks its storage metadata up on every
+        // call; reserve + append is, and the appends only move.)
+        var array = [JSONValue]()
+        array.reserveCapacity(n)
+        for k in 0 ..< n {
+            array.append((source + k).move())
         }
         valueCount = start
         return array
@@ -88,16 +91,14 @@ internal struct ContainerStack: ~Copyable {
         let n = valueCount - frame.valueStart
         let valueSource = values + frame.valueStart
         let keySource = keys + frame.keyStart
-        let pairs = [JSONObject.Element](unsafeUninitializedCapacity: n) { buffer, initialized in
-            let target = buffer.baseAddress!
-            for k in 0 ..< n {
-                (target + k).initialize(to: (key: (keySource + k).move(), value: (valueSource + k).move()))
-            }
-            initialized = n
+        var members = [JSONObject.Member]()
+        members.reserveCapacity(n)
+        for k in 0 ..< n {
+            members.append(JSONObject.Member(key: (keySource + k).move(), value: (valueSource + k).move()))
         }
         valueCount = frame.valueStart
         keyCount = frame.keyStart
-        var object = JSONObject(uniquePairs: pairs)
+        var object = JSONObject(uniqueMembers: members)
         if n > 1 { object.removeDuplicateKeys() }
         return object
     }

@@ -72,7 +72,15 @@ internal struct Parser {
 
     /// Parses a value that starts with `[` or `{`, iteratively.
     private mutating func parseContainers() throws(JSONError) -> JSONValue {
-        var stack = ContainerStack()
+        try withUnsafeTemporaryAllocation(
+            byteCount: ContainerStack.inlineByteCount, alignment: ContainerStack.inlineAlignment
+        ) { memory throws(JSONError) -> JSONValue in
+            var stack = ContainerStack(memory: memory.baseAddress!)
+            return try parseContainers(using: &stack)
+        }
+    }
+
+    private mutating func parseContainers(using stack: inout ContainerStack) throws(JSONError) -> JSONValue {
         nextValue: while true {
             // Expecting a value at `i` (whitespace already skipped).
             guard i < count else { throw unexpectedEnd() }

@@ -132,9 +132,9 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
         let n = pairs.count
         if n < 2 { return nil }
         if n <= 16 {
-            for j in 1..<n {
+            for j in 1 ..< n {
                 let key = pairs[j].key
-                for i in 0..<j where utf8Equal(pairs[i].key, key) {
+                for i in 0 ..< j where utf8Equal(pairs[i].key, key) {
                     return j
                 }
             }

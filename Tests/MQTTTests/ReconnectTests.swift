@@ -68,7 +68,14 @@ struct ReconnectTests {
             device.dropConnectionUncleanly()
             let messages = try await inbox.waitFor(count: 2)
             #expect(messages.map(\.text) == [#"{"status":1}"#, #"{"status":3}"#])
-            // The broker stored the will as retained, as devices' offline status is.
+            // The will was retained, as a device's offline status is: a late subscriber sees it.
+            let late = try await connectedClient(testConfiguration(broker.url))
+            let lateInbox = Inbox(late)
+            try await late.subscribe(status, qos: .atLeastOnce)
+            let retained = try await lateInbox.first(on: status)
+            #expect(retained.retain && retained.text == #"{"status":3}"#)
+            await late.disconnect()
+            // And the device itself reconnected on its own.
             try await waitUntil { device.state == .connected }
             await device.disconnect()
             await watcher.disconnect()
@@ -210,6 +217,33 @@ struct PendingOperationTests {
             #expect(await subscribing.value?.kind == .closed)
             #expect(client.state == .stopped)
             broker.resume()
+        }
+    }
+}
+
+@Suite("Client lifetime", .timeLimit(.minutes(1)))
+struct LifetimeTests {
+    @Test("dropping the last reference disconnects cleanly (no will) and frees the connection", .timeLimit(.minutes(1)))
+    func releaseDisconnects() async throws {
+        try await withBroker { broker in
+            let status = uniqueName("things/dev-3/thing/status")
+            let watcher = try await connectedClient(testConfiguration(broker.url))
+            let inbox = Inbox(watcher)
+            try await watcher.subscribe([(status, .atLeastOnce), ("\(status)/marker", .atLeastOnce)])
+
+            let clientID = uniqueName("short-lived")
+            var configuration = testConfiguration(broker.url, clientID)
+            configuration.will = MQTTWill(topic: status, payload: Array("offline".utf8))
+            do {
+                let device = try await connectedClient(configuration)
+                try await device.publish("\(status)/marker", "alive")
+            }
+            try await waitUntil { broker.log().contains("Client \(clientID) disconnected.") }
+            try await watcher.publish("\(status)/marker", "end")
+            try await waitUntil { inbox.messages.count >= 2 }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(inbox.messages.map(\.text) == ["alive", "end"])
+            await watcher.disconnect()
         }
     }
 }

@@ -13,6 +13,17 @@ options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\nqueue_q
 let broker = try await MosquittoBroker.start(options)
 defer { broker.stop() }
 
+if CommandLine.arguments.contains("--receive-path") {
+    let messages = propertyReports(count: 200_000, devices: 1000)
+    let path = ReceivePathBenchmark(directory: directory)
+    if !CommandLine.arguments.contains("--memory-only") {
+        report.add("receive path, QoS 1 property report, cached to SQLite", "\(format(try await path.run(messages), 2)) µs/msg")
+    }
+    report.add("receive path, property report, memory only", "\(format(try await path.run(messages, store: false), 2)) µs/msg")
+    report.printTable()
+    exit(0)
+}
+
 print("ingest (backlog drained through a persistent session)")
 let count = quick ? 20_000 : 100_000
 let ingest = IngestBenchmark(broker: broker, directory: directory)

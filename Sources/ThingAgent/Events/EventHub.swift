@@ -4,8 +4,14 @@ import Synchronization
 ///
 /// Every listener has its own bounded queue. Publishing never waits: when a listener's queue is full the event is
 /// dropped for that listener alone and counted, so a slow or failing listener never blocks ingest or the others.
+///
+/// The receive path only appends to one pending list; a dispatcher task fans the list out to the listeners. It
+/// gathers for `coalescing` after a wake-up, so under load one wake-up carries many events instead of every
+/// message waking a thread (which costs more than decoding it); when idle it sleeps without a timer.
 public final class EventHub: Sendable {
     public static let defaultQueueLimit = 1024
+    /// How long the dispatcher lets a burst gather; the latency it adds to an event at most.
+    public static let coalescing: Duration = .microseconds(200)
 
     private struct Entry: Sendable {
         let device: String?
@@ -19,10 +25,22 @@ public final class EventHub: Sendable {
         var byDevice: [String: [UInt64: Entry]] = [:]
     }
 
+    private struct Pending: ~Copyable {
+        var events: [DeviceEvent] = []
+        var waiter: CheckedContinuation<Void, Never>?
+        var dispatcher: Task<Void, Never>?
+        var finished = false
+    }
+
     private let state = Mutex(State())
+    private let pending = Mutex(Pending())
     private let droppedCount = Atomic<Int>(0)
+    private let registered = Atomic<Int>(0)
 
     public init() {}
+
+    /// Whether anyone listens; the receive path builds no events when nobody does.
+    var hasListeners: Bool { registered.load(ordering: .relaxed) > 0 }
 
     /// Events dropped because a listener's queue was full.
     public var dropped: Int { droppedCount.load(ordering: .relaxed) }
@@ -48,6 +66,8 @@ public final class EventHub: Sendable {
             }
             return state.nextID
         }
+        registered.add(1, ordering: .relaxed)
+        startDispatcher()
         continuation.onTermination = { [weak self] _ in self?.remove(id, device: device) }
         return stream
     }
@@ -65,28 +85,79 @@ public final class EventHub: Sendable {
         })
     }
 
-    /// Sends events to the matching listeners. Never blocks; called on the ingest path.
+    /// Queues events for the listeners. Never blocks; called on the receive path.
     func publish(_ events: [DeviceEvent]) {
         guard !events.isEmpty else { return }
-        let targets = state.withLock { state -> [Entry] in
-            var targets = Array(state.fleet.values)
-            if let device = events.first?.deviceId, let entries = state.byDevice[device] {
-                targets.append(contentsOf: entries.values)
-            }
-            return targets
+        let waiter = pending.withLock { pending -> CheckedContinuation<Void, Never>? in
+            guard !pending.finished else { return nil }
+            pending.events.append(contentsOf: events)
+            defer { pending.waiter = nil }
+            return pending.waiter
         }
-        for event in events {
-            for entry in targets where entry.kinds.contains(event.kind) {
-                if entry.device != nil && entry.device != event.deviceId { continue }
-                if case .dropped = entry.continuation.yield(event) {
-                    droppedCount.add(1, ordering: .relaxed)
+        waiter?.resume()
+    }
+
+    private func startDispatcher() {
+        pending.withLock { pending in
+            guard pending.dispatcher == nil, !pending.finished else { return }
+            pending.dispatcher = Task { [weak self] in await self?.dispatch() }
+        }
+    }
+
+    /// The dispatcher: wait for events, let a burst gather, fan the batch out, repeat.
+    private func dispatch() async {
+        while true {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let resumeNow = pending.withLock { pending -> Bool in
+                    if pending.finished || !pending.events.isEmpty { return true }
+                    pending.waiter = waiter
+                    return false
                 }
+                if resumeNow { waiter.resume() }
+            }
+            guard !pending.withLock({ $0.finished }) else { return }
+            try? await Task.sleep(for: Self.coalescing)
+            let batch = pending.withLock { pending -> [DeviceEvent] in
+                defer { pending.events.removeAll(keepingCapacity: true) }
+                return pending.events
+            }
+            deliver(batch)
+        }
+    }
+
+    private func deliver(_ events: [DeviceEvent]) {
+        guard !events.isEmpty else { return }
+        let (fleet, byDevice) = state.withLock { ($0.fleet, $0.byDevice) }
+        for event in events {
+            for entry in fleet.values where entry.kinds.contains(event.kind) {
+                yield(event, to: entry)
+            }
+            for entry in byDevice[event.deviceId]?.values ?? [:].values where entry.kinds.contains(event.kind) {
+                yield(event, to: entry)
             }
         }
     }
 
-    /// Ends every stream (the agent is stopping).
+    private func yield(_ event: DeviceEvent, to entry: Entry) {
+        if case .dropped = entry.continuation.yield(event) {
+            droppedCount.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Delivers what is pending, then ends every stream (the agent is stopping).
     func finishAll() {
+        let (batch, waiter, dispatcher) = pending.withLock { pending in
+            pending.finished = true
+            defer {
+                pending.events = []
+                pending.waiter = nil
+                pending.dispatcher = nil
+            }
+            return (pending.events, pending.waiter, pending.dispatcher)
+        }
+        deliver(batch)
+        waiter?.resume()
+        dispatcher?.cancel()
         let entries = state.withLock { state -> [Entry] in
             defer {
                 state.fleet.removeAll()
@@ -98,6 +169,7 @@ public final class EventHub: Sendable {
     }
 
     private func remove(_ id: UInt64, device: String?) {
+        registered.subtract(1, ordering: .relaxed)
         state.withLock { state in
             if let device {
                 state.byDevice[device]?[id] = nil

@@ -27,6 +27,7 @@ public final class Agent: Sendable {
     let tracker: RequestTracker
     let ingestor: Ingestor
     let offlineWatch: OfflineWatch
+    let flusher: CacheFlusher
     let client: MQTTClient
 
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
@@ -45,12 +46,22 @@ public final class Agent: Sendable {
             cache = DeviceCache(try opened.loadAll())
             store = opened
         }
-        writer = CacheWriter(store: store, cache: cache, hub: events)
+        // Only the service journals: it is the one process that acknowledges reports to the broker. Not
+        // "-journal": that name is SQLite's own rollback journal, which SQLite would try to roll back.
+        let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
+        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events)
+        flusher = CacheFlusher(writer: writer, logger: logger)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events)
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
                                 offline: role == .service ? offlineWatch : nil, logger: logger)
         self.ingestor = ingestor
+        // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
+        let replayed = try writer.replayJournal { ingestor.replay($0) }
+        try writer.flush()
+        try writer.compactJournal(threshold: 0)
+        ingestor.counters.reset()
+        if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
         client = try MQTTClient(
             configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
             onMessage: { message in ingestor.handle(message) },
@@ -75,6 +86,7 @@ public final class Agent: Sendable {
 
     /// Connects and subscribes. Throws a clear error when the broker cannot be used.
     public func start() async throws {
+        flusher.start()
         try await client.connect()
         let filters: [(String, QoS)] = switch role {
         case .service, .observer: topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
@@ -132,9 +144,16 @@ public final class Agent: Sendable {
                                       qos: .atLeastOnce, retain: true)
         }
         await client.disconnect()
+        flusher.stop()
         tracker.cancelAll()
         events.finishAll()
         logger.info("stopped")
+    }
+
+    /// Feeds a message to the receive path as if the broker had delivered it (benchmarks and tests of the
+    /// receive path without a network in between).
+    package func receive(_ message: MQTTMessage) {
+        ingestor.handle(message)
     }
 
     // MARK: requests

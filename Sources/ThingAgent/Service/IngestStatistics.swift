@@ -38,4 +38,6 @@ final class IngestCounters: Sendable {
     func countDrop(_ reason: DropReason) { stats.withLock { $0.dropped[reason, default: 0] += 1 } }
 
     var snapshot: IngestStatistics { stats.withLock { $0 } }
+
+    func reset() { stats.withLock { $0 = IngestStatistics() } }
 }

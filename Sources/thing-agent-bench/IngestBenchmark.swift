@@ -10,21 +10,24 @@ struct IngestBenchmark {
     let broker: MosquittoBroker
     let directory: String
 
-    func rawClient(_ messages: [(topic: String, payload: [UInt8])], filter: String, qos: QoS) async throws -> Double {
+    /// Messages per second, and CPU microseconds the receiving client spent per message.
+    func rawClient(_ messages: [(topic: String, payload: [UInt8])], filter: String, qos: QoS) async throws -> (Double, Double) {
         let id = "raw-\(UInt32.random(in: 0...UInt32.max))"
         let common = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-i", id, "-c", "-q", "\(qos.rawValue)", "-t", filter]
         // Make the session, queue the backlog, then time the drain.
         _ = try await runCommand("/usr/bin/mosquitto_sub", common + ["-E"])
         try await Publisher(url: broker.url).publish(messages, qos: qos)
+        let cpu = Measure.cpuSeconds(children: true)
         let seconds = try await Measure.seconds {
             let result = try await runCommand("/usr/bin/mosquitto_sub", common + ["-C", "\(messages.count)"],
                                               timeout: .seconds(60))
             guard result.status == 0 else { throw BenchError("mosquitto_sub failed: \(result.stderr)") }
         }
-        return Double(messages.count) / seconds
+        let used = Measure.cpuSeconds(children: true) - cpu
+        return (Double(messages.count) / seconds, used / Double(messages.count) * 1e6)
     }
 
-    func agent(_ messages: [(topic: String, payload: [UInt8])], qos: QoS) async throws -> Double {
+    func agent(_ messages: [(topic: String, payload: [UInt8])], qos: QoS) async throws -> (Double, Double) {
         var configuration = AgentConfiguration()
         configuration.broker = broker.url
         configuration.database = directory + "/ingest-\(UInt32.random(in: 0...UInt32.max)).sqlite"
@@ -40,17 +43,19 @@ struct IngestBenchmark {
         let token = agent.events.addListener(kinds: [.properties, .signal]) { _ in
             dispatched.add(1, ordering: .relaxed)
         }
+        let cpu = Measure.cpuSeconds()
         let seconds = try await Measure.seconds {
             try await agent.start()
             while agent.statistics.received < messages.count {
                 try await Task.sleep(for: .milliseconds(2))
             }
         }
+        let used = Measure.cpuSeconds() - cpu
         let stats = agent.statistics
         token.cancel()
         await agent.stop()
         if stats.droppedTotal > 0 { print("  warning: the agent dropped \(stats.dropped)") }
-        return Double(messages.count) / seconds
+        return (Double(messages.count) / seconds, used / Double(messages.count) * 1e6)
     }
 }
 

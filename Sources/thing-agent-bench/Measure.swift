@@ -15,6 +15,14 @@ enum Measure {
         return sorted[index]
     }
 
+    /// CPU seconds (user + system) used so far by this process, or by its waited-for children.
+    static func cpuSeconds(children: Bool = false) -> Double {
+        var usage = rusage()
+        getrusage(children ? RUSAGE_CHILDREN.rawValue : RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
     /// Resident memory of this process in MiB (VmRSS).
     static func residentMiB() -> Double {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return .nan }

@@ -16,7 +16,7 @@ public final class EventHub: Sendable {
     private struct Entry: Sendable {
         let device: String?
         let kinds: DeviceEventKinds
-        let continuation: AsyncStream<DeviceEvent>.Continuation
+        let channel: EventChannel
     }
 
     private struct State: ~Copyable {
@@ -39,6 +39,13 @@ public final class EventHub: Sendable {
 
     public init() {}
 
+    /// A hub that has stopped: its streams end at once (for managers without an agent).
+    static let finished: EventHub = {
+        let hub = EventHub()
+        hub.finishAll()
+        return hub
+    }()
+
     /// Whether anyone listens; the receive path builds no events when nobody does.
     var hasListeners: Bool { registered.load(ordering: .relaxed) > 0 }
 
@@ -53,12 +60,11 @@ public final class EventHub: Sendable {
     /// An ordered stream of the events for one device (or, with nil, the whole fleet).
     /// The registration ends when the stream is dropped or its consuming task is cancelled.
     public func events(device: String? = nil, kinds: DeviceEventKinds = .all,
-                       queueLimit: Int = EventHub.defaultQueueLimit) -> AsyncStream<DeviceEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: DeviceEvent.self, bufferingPolicy: .bufferingOldest(max(1, queueLimit)))
+                       queueLimit: Int = EventHub.defaultQueueLimit) -> DeviceEventStream {
+        let channel = EventChannel(limit: queueLimit)
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
-            let entry = Entry(device: device, kinds: kinds, continuation: continuation)
+            let entry = Entry(device: device, kinds: kinds, channel: channel)
             if let device {
                 state.byDevice[device, default: [:]][state.nextID] = entry
             } else {
@@ -68,8 +74,10 @@ public final class EventHub: Sendable {
         }
         registered.add(1, ordering: .relaxed)
         startDispatcher()
-        continuation.onTermination = { [weak self] _ in self?.remove(id, device: device) }
-        return stream
+        if pending.withLock({ $0.finished }) { channel.finish() }
+        return DeviceEventStream(registration: .init(channel: channel) { [weak self] in
+            self?.remove(id, device: device)
+        })
     }
 
     /// Calls `handler` for each matching event, in order, on a task of its own. Keep the token: releasing or
@@ -128,20 +136,22 @@ public final class EventHub: Sendable {
     private func deliver(_ events: [DeviceEvent]) {
         guard !events.isEmpty else { return }
         let (fleet, byDevice) = state.withLock { ($0.fleet, $0.byDevice) }
-        for event in events {
-            for entry in fleet.values where entry.kinds.contains(event.kind) {
-                yield(event, to: entry)
+        var dropped = 0
+        for entry in fleet.values {
+            dropped += entry.channel.send(events.lazy.filter { entry.kinds.contains($0.kind) })
+        }
+        if !byDevice.isEmpty {
+            var perDevice: [String: [DeviceEvent]] = [:]
+            for event in events where byDevice[event.deviceId] != nil {
+                perDevice[event.deviceId, default: []].append(event)
             }
-            for entry in byDevice[event.deviceId]?.values ?? [:].values where entry.kinds.contains(event.kind) {
-                yield(event, to: entry)
+            for (device, list) in perDevice {
+                for entry in byDevice[device]?.values ?? [:].values {
+                    dropped += entry.channel.send(list.lazy.filter { entry.kinds.contains($0.kind) })
+                }
             }
         }
-    }
-
-    private func yield(_ event: DeviceEvent, to entry: Entry) {
-        if case .dropped = entry.continuation.yield(event) {
-            droppedCount.add(1, ordering: .relaxed)
-        }
+        if dropped > 0 { droppedCount.add(dropped, ordering: .relaxed) }
     }
 
     /// Delivers what is pending, then ends every stream (the agent is stopping).
@@ -165,19 +175,19 @@ public final class EventHub: Sendable {
             }
             return Array(state.fleet.values) + state.byDevice.values.flatMap(\.values)
         }
-        entries.forEach { $0.continuation.finish() }
+        registered.subtract(entries.count, ordering: .relaxed)
+        entries.forEach { $0.channel.finish() }
     }
 
     private func remove(_ id: UInt64, device: String?) {
-        registered.subtract(1, ordering: .relaxed)
-        state.withLock { state in
+        let removed = state.withLock { state -> Bool in
             if let device {
-                state.byDevice[device]?[id] = nil
-                if state.byDevice[device]?.isEmpty == true { state.byDevice[device] = nil }
-            } else {
-                state.fleet[id] = nil
+                defer { if state.byDevice[device]?.isEmpty == true { state.byDevice[device] = nil } }
+                return state.byDevice[device]?.removeValue(forKey: id) != nil
             }
+            return state.fleet.removeValue(forKey: id) != nil
         }
+        if removed { registered.subtract(1, ordering: .relaxed) }
     }
 }
 

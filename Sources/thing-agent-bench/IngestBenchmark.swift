@@ -39,6 +39,11 @@ struct IngestBenchmark {
         try await Publisher(url: broker.url).publish(messages, qos: qos)
 
         let agent = try Agent(configuration: configuration)
+        if let pause = ProcessInfo.processInfo.environment["BENCH_PAUSE_BEFORE_DRAIN"].flatMap(Double.init) {
+            // Lets a profiler attach to just the drain: `perf record -p <pid>` during the pause.
+            FileHandle.standardError.write(Data("  draining in \(pause) s (pid \(getpid()))\n".utf8))
+            try await Task.sleep(for: .seconds(pause))
+        }
         let dispatched = Atomic<Int>(0)
         let token = agent.events.addListener(kinds: [.properties, .signal]) { _ in
             dispatched.add(1, ordering: .relaxed)

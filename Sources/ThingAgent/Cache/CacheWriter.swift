@@ -71,16 +71,16 @@ final class CacheWriter: Sendable {
 
     var hasDirty: Bool { ingest.withLock { !$0.dirty.isEmpty } }
 
-    /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers.
-    /// On failure the dirty marks are kept for the next try.
-    func flush() throws {
+    /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers and
+    /// `meta` rows given (the receive-path counters). On failure the dirty marks are kept for the next try.
+    func flush(meta: [String: Int64] = [:]) throws {
         let (devices, dirty, position) = ingest.withLock { state -> ([DeviceSnapshot], [String: Dirty], (UInt64, Int64)?) in
             let dirty = state.dirty
             state.dirty = [:]
             let position = state.journal.map { ($0.generation, $0.end) }
             return (cache.devices(dirty.keys), dirty, position)
         }
-        guard !dirty.isEmpty else { return }
+        guard !dirty.isEmpty || !meta.isEmpty else { return }
         do {
             try store.withLock { store in
                 guard let store else { return }
@@ -89,8 +89,11 @@ final class CacheWriter: Sendable {
                         let marks = dirty[device.id] ?? Dirty()
                         try store.write(device, properties: marks.properties, transfer: marks.transfer)
                     }
-                    if let (generation, applied) = position {
+                    if !dirty.isEmpty, let (generation, applied) = position {
                         try store.setJournalPosition(generation: generation, applied: applied)
+                    }
+                    if !meta.isEmpty {
+                        try store.setMeta(meta.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) })
                     }
                 }
             }

@@ -50,17 +50,26 @@ public final class Agent: Sendable {
         // "-journal": that name is SQLite's own rollback journal, which SQLite would try to roll back.
         let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
         writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events)
-        flusher = CacheFlusher(writer: writer, logger: logger)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events)
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
                                 offline: role == .service ? offlineWatch : nil, logger: logger)
         self.ingestor = ingestor
+        // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
+        let since = Timestamp.now()
+        let counters = ingestor.counters
+        let report: (@Sendable () -> [String: Int64])? = role != .service ? nil : { @Sendable in
+            var rows = counters.snapshot.metaRows
+            rows[IngestStatistics.sinceKey] = since
+            return rows
+        }
+        flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
+                               logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
         let replayed = try writer.replayJournal { ingestor.replay($0) }
-        try writer.flush()
-        try writer.compactJournal(threshold: 0)
         ingestor.counters.reset()
+        try writer.flush(meta: report?() ?? [:])
+        try writer.compactJournal(threshold: 0)
         if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
         client = try MQTTClient(
             configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
@@ -101,14 +110,16 @@ public final class Agent: Sendable {
         }
     }
 
-    /// Starts, works until the calling task is cancelled, then stops gracefully.
-    /// The service waits for a broker that is not up yet (retrying with backoff); refused credentials or a TLS
-    /// set-up that cannot work end `run()` with the error at once.
+    /// Starts, works until the calling task is cancelled, then stops gracefully (also when cancelled while still
+    /// waiting for the broker). The service waits for a broker that is not up yet (retrying with backoff); refused
+    /// credentials or a TLS set-up that cannot work end `run()` with the error at once.
     public func run() async throws {
         do {
             try await startWhenBrokerIsUp()
         } catch {
             await stop()
+            // Cancelled while still waiting for the broker: that is a graceful stop too, not a failure.
+            if Task.isCancelled { return }
             throw error
         }
         if role == .service {

@@ -16,7 +16,9 @@ public enum DropReason: String, Sendable, CaseIterable {
     case storeFailed
 }
 
-/// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason.
+/// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason,
+/// and is counted as received together with its outcome, so `received == applied + unchanged + droppedTotal` holds
+/// in every snapshot.
 public struct IngestStatistics: Sendable, Equatable {
     public var received = 0
     /// Changed the cache.
@@ -28,16 +30,73 @@ public struct IngestStatistics: Sendable, Equatable {
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
 }
 
-/// The live counters behind `IngestStatistics`; one uncontended lock per message.
+/// The live counters behind `IngestStatistics`; one uncontended lock per message, taken once its outcome is known.
 final class IngestCounters: Sendable {
     private let stats = Mutex(IngestStatistics())
 
-    func countReceived() { stats.withLock { $0.received += 1 } }
-    func countApplied() { stats.withLock { $0.applied += 1 } }
-    func countUnchanged() { stats.withLock { $0.unchanged += 1 } }
-    func countDrop(_ reason: DropReason) { stats.withLock { $0.dropped[reason, default: 0] += 1 } }
+    func countApplied() {
+        stats.withLock {
+            $0.received += 1
+            $0.applied += 1
+        }
+    }
+
+    func countUnchanged() {
+        stats.withLock {
+            $0.received += 1
+            $0.unchanged += 1
+        }
+    }
+
+    func countDrop(_ reason: DropReason) {
+        stats.withLock {
+            $0.received += 1
+            $0.dropped[reason, default: 0] += 1
+        }
+    }
 
     var snapshot: IngestStatistics { stats.withLock { $0 } }
 
     func reset() { stats.withLock { $0 = IngestStatistics() } }
+}
+
+extension IngestStatistics {
+    /// The counters as the daemon writes them into the cache's `meta` table (README, "The cache file"):
+    /// `ingest.received`, `ingest.applied`, `ingest.unchanged` and `ingest.dropped.<reason>` for every reason.
+    var metaRows: [String: Int64] {
+        var rows = ["ingest.received": Int64(received), "ingest.applied": Int64(applied),
+                    "ingest.unchanged": Int64(unchanged)]
+        for reason in DropReason.allCases { rows["ingest.dropped.\(reason.rawValue)"] = Int64(dropped[reason] ?? 0) }
+        return rows
+    }
+
+    /// The `meta` key of the agent time (ms) from which the daemon counts.
+    static let sinceKey = "ingest.since"
+
+    /// Reads the counters back from `meta` rows; nil when the daemon never wrote any.
+    init?(metaRows rows: [String: Int64]) {
+        guard let received = rows["ingest.received"] else { return nil }
+        self.received = Int(received)
+        applied = Int(rows["ingest.applied"] ?? 0)
+        unchanged = Int(rows["ingest.unchanged"] ?? 0)
+        for reason in DropReason.allCases {
+            if let count = rows["ingest.dropped.\(reason.rawValue)"], count > 0 { dropped[reason] = Int(count) }
+        }
+    }
+}
+
+/// The receive-path counters of the daemon that runs (or last ran) on a cache file, as `thing-agent stats` shows
+/// them. The daemon writes them with each batch it writes to SQLite, every second while only counters move (a
+/// dropped message changes no device), and at a graceful stop.
+public struct StoredStatistics: Sendable, Equatable {
+    /// Counted since `since`; a restart of the daemon starts from zero.
+    public var statistics: IngestStatistics
+    /// Agent time (ms) the daemon started counting.
+    public var since: Millis
+
+    init?(metaRows rows: [String: Int64]) {
+        guard let statistics = IngestStatistics(metaRows: rows) else { return nil }
+        self.statistics = statistics
+        since = rows[IngestStatistics.sinceKey] ?? 0
+    }
 }

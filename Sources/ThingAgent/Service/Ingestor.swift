@@ -22,7 +22,6 @@ final class Ingestor: Sendable {
     }
 
     func handle(_ message: MQTTMessage) {
-        counters.countReceived()
         process(topic: message.topic, payload: message.payload, arrival: Timestamp.now(), journal: true)
     }
 
@@ -65,19 +64,20 @@ final class Ingestor: Sendable {
 
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,
                                 topic: String, now: Millis, raw: (topic: String, payload: [UInt8])?) {
-        // A successful info/get answer is an info report, whoever asked for it.
-        if request == .getInfo, response.code == 0, let data = response.data?.objectValue {
-            apply(.info(data, time: response.time), to: device, topic: topic, now: now, raw: raw)
-        } else {
-            counters.countUnchanged()
+        // A successful info/get answer is an info report, whoever asked for it, and counts as one (applied or
+        // unchanged). Any other answer counts as unchanged when a request waited for it, as dropped when none did.
+        let info = request == .getInfo && response.code == 0 ? response.data?.objectValue : nil
+        if let info {
+            apply(.info(info, time: response.time), to: device, topic: topic, now: now, raw: raw)
         }
-        guard raw != nil else { return }  // a replayed answer has no request waiting any more
-        if !tracker.resolve(deviceId: device, kind: request, response) {
-            counters.countDrop(.unmatchedResponse)
-            if limiter.shouldLog(topic, now: now) {
-                logger.debug("ignored an answer that no request waits for", metadata: [
-                    "topic": topic, "msgId": response.msgId])
-            }
+        // A replayed answer has no request waiting any more.
+        let matched = raw == nil || tracker.resolve(deviceId: device, kind: request, response)
+        if info == nil {
+            if matched { counters.countUnchanged() } else { counters.countDrop(.unmatchedResponse) }
+        }
+        if !matched, limiter.shouldLog(topic, now: now) {
+            logger.debug("ignored an answer that no request waits for", metadata: [
+                "topic": topic, "msgId": response.msgId])
         }
     }
 

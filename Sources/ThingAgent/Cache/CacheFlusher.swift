@@ -17,6 +17,8 @@ final class CacheFlusher: Sendable {
     let logger: Logger
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
+    /// Signalled by `stop()`, to cut a batch's gathering pause short.
+    private let stopSignal = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
     /// The `report` rows SQLite holds (touched by the flusher thread, then by `stop()` after it ended).
     private let reported = Mutex<[String: Int64]?>(nil)
@@ -43,8 +45,12 @@ final class CacheFlusher: Sendable {
                     woken = writer.dirtySignal.wait(timeout: .now() + reportInterval.seconds) == .success
                 }
                 guard !stopping.load(ordering: .relaxed) else { break }
-                if woken { Thread.sleep(forTimeInterval: interval.seconds) }
-                flushOnce()
+                if woken {
+                    pause(interval)  // let the batch gather; a stop cuts it short
+                    flushOnce()
+                } else {
+                    reportOnce()
+                }
             }
             done.signal()
         }
@@ -55,27 +61,50 @@ final class CacheFlusher: Sendable {
     /// Stops the thread after a last flush. Call after the receive path has stopped.
     func stop() {
         if started.load(ordering: .relaxed), !stopping.exchange(true, ordering: .relaxed) {
+            stopSignal.signal()
             writer.dirtySignal.signal()
             done.wait()
         }
         flushOnce()
     }
 
+    /// Sleeps for `duration`, or less when `stop()` is called meanwhile.
+    private func pause(_ duration: Duration) {
+        if stopping.load(ordering: .relaxed) { return }
+        _ = stopSignal.wait(timeout: .now() + duration.seconds)
+    }
+
+    /// The `report` rows when they differ from those SQLite holds.
+    private func changedReport() -> [String: Int64]? {
+        guard let rows = report?(), rows != reported.withLock({ $0 }) else { return nil }
+        return rows
+    }
+
     private func flushOnce() {
         do {
-            let rows = report?()
-            let changed = rows != nil && rows != reported.withLock { $0 }
-            try writer.flush(meta: changed ? rows ?? [:] : [:])
-            if changed { reported.withLock { $0 = rows } }
+            let rows = changedReport()
+            try writer.flush(meta: rows ?? [:])
+            if let rows { reported.withLock { $0 = rows } }
             try writer.compactJournal(threshold: journalLimit)
         } catch {
             logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
                          metadata: ["error": "\(error)"])
             // Retry after a pause rather than spinning.
             if writer.hasDirty {
-                Thread.sleep(forTimeInterval: 1)
+                pause(.seconds(1))
                 writer.dirtySignal.signal()
             }
+        }
+    }
+
+    /// Writes the `report` rows alone, when only they moved (devices wait for the batch their change started).
+    private func reportOnce() {
+        guard let rows = changedReport() else { return }
+        do {
+            try writer.writeMeta(rows)
+            reported.withLock { $0 = rows }
+        } catch {
+            logger.error("could not write the counters to SQLite; will retry", metadata: ["error": "\(error)"])
         }
     }
 }

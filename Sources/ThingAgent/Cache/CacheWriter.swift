@@ -110,6 +110,16 @@ final class CacheWriter: Sendable {
         }
     }
 
+    /// Writes `meta` rows alone (the receive-path counters), in a transaction of their own.
+    func writeMeta(_ rows: [String: Int64]) throws {
+        try store.withLock { store in
+            guard let store else { return }
+            try store.database.transaction(.immediate) {
+                try store.setMeta(rows.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) })
+            }
+        }
+    }
+
     /// Empties the journal once SQLite holds everything in it and it has grown past `threshold` bytes.
     /// Holds the ingest lock throughout, so no record can slip in between the check and the reset.
     func compactJournal(threshold: Int64) throws {

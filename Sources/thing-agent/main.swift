@@ -4,6 +4,7 @@ import ThingAgent
 /// The subcommands, in the order `--help` lists them.
 let commands: [any Command.Type] = [
     RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self,
+    GatewaysCommand.self, TransferCommand.self, WifiScanCommand.self,
 ]
 
 @MainActor

@@ -27,6 +27,7 @@ public final class Agent: Sendable {
     let tracker: RequestTracker
     let ingestor: Ingestor
     let offlineWatch: OfflineWatch
+    let transferWatch: TransferWatch
     let client: MQTTClient
 
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
@@ -45,11 +46,15 @@ public final class Agent: Sendable {
             cache = DeviceCache(try opened.loadAll())
             store = opened
         }
-        writer = CacheWriter(store: store, cache: cache, hub: events)
+        writer = CacheWriter(store: store, cache: cache, hub: events, sharesFile: role == .requester)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events)
+        transferWatch = TransferWatch(stallTimeout: .seconds(configuration.transferStallTimeout), writer: writer,
+                                      watchesAll: role == .service, logger: logger)
+        if role == .service { transferWatch.watchCached(cache.all(), now: Timestamp.now()) }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
-                                offline: role == .service ? offlineWatch : nil, logger: logger)
+                                offline: role == .service ? offlineWatch : nil,
+                                transfers: role == .observer ? nil : transferWatch, logger: logger)
         self.ingestor = ingestor
         client = try MQTTClient(configuration: Self.mqttConfiguration(configuration, role: role),
                                 streamMessages: false) { message in ingestor.handle(message) }
@@ -79,14 +84,44 @@ public final class Agent: Sendable {
     /// Starts, works until the calling task is cancelled, then stops gracefully.
     public func run() async throws {
         try await start()
-        await withTaskCancellationHandler {
-            if role == .service {
-                await offlineWatch.run()
-            } else {
+        await runTimers()
+        await stop()
+    }
+
+    /// Runs the agent's timers until the calling task is cancelled: offline warnings (the daemon) and the end of
+    /// stalled gateway transfers (the daemon for every gateway, a requester for the gateways it follows).
+    /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
+    public func runTimers() async {
+        await withDiscardingTaskGroup { group in
+            if role == .service { group.addTask { await self.offlineWatch.run() } }
+            if role != .observer { group.addTask { await self.transferWatch.run() } }
+            group.addTask {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }
-        } onCancel: {}
-        await stop()
+        }
+    }
+
+    /// Makes a requester receive more of `deviceId`'s reports than the answers it waits for: it subscribes to the
+    /// device's topics for `kinds` and keeps what they carry in its cache (`.transfer`: gateway-transfer progress,
+    /// which a requester that started a transfer needs). The daemon and observers already receive everything.
+    public func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
+        guard role == .requester else { return }
+        guard DeviceID.isValid(deviceId) else {
+            throw RequestError.unsupported(deviceId: deviceId, reason: "not a valid device id")
+        }
+        var filters: [(String, QoS)] = []
+        if kinds.contains(.properties) { filters.append((topics.properties(deviceId), .atLeastOnce)) }
+        if kinds.contains(.status) || kinds.contains(.offlineWarning) {
+            filters.append((topics.status(deviceId), .atLeastOnce))
+        }
+        if kinds.contains(.signal) { filters.append((topics.signal(deviceId), .atMostOnce)) }
+        if kinds.contains(.info) { filters.append((topics.info(deviceId), .atLeastOnce)) }
+        if kinds.contains(.transfer) {
+            filters.append((topics.transferStatus(deviceId), .atLeastOnce))
+            transferWatch.follow(deviceId, current: cache.device(deviceId)?.transfer)
+        }
+        guard !filters.isEmpty else { return }
+        try await client.subscribe(filters)
     }
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.

@@ -12,12 +12,15 @@ final class Ingestor: Sendable {
     private let limiter = LogRateLimiter()
     private let decoder = PayloadDecoder()
     private let offline: OfflineWatch?
+    private let transfers: TransferWatch?
 
-    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?, logger: Logger) {
+    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
+         transfers: TransferWatch?, logger: Logger) {
         self.topics = topics
         self.writer = writer
         self.tracker = tracker
         self.offline = offline
+        self.transfers = transfers
         self.logger = logger
     }
 
@@ -76,6 +79,7 @@ final class Ingestor: Sendable {
             case .changed(let changes):
                 counters.countApplied()
                 if let online = changes.status { offline?.statusChanged(device, online: online, now: now) }
+                if let transfer = changes.transfer { transfers?.transferChanged(transfer) }
             case .unchanged:
                 counters.countUnchanged()
             }

@@ -43,11 +43,19 @@ extension CacheWriter {
     }
 
     /// Re-links the sub-devices of the faulty gateway to `gateway` (see `DeviceSnapshot.relink` for the rule).
+    /// With a shared file another process may have re-linked them already: memory then catches up with the file.
     func relinkSubDevices(of faulty: String, to gateway: String, reportedAt time: Millis, now: Millis,
                           in batch: inout Batch) throws {
-        for var device in try batch.subDevices(of: faulty) where device.id != gateway {
-            device.relink(to: gateway, at: time, now: now)
-            batch.stage(device, AppliedChanges(info: true))
+        var ids = Set(try batch.subDevices(of: faulty).map(\.id))
+        if sharesFile { ids.formUnion(cache.subDevices(of: faulty).map(\.id)) }
+        for id in ids.sorted() where id != gateway {
+            guard var device = try batch.device(id) else { continue }
+            if device.info.gatewayId == faulty {
+                device.relink(to: gateway, at: time, now: now)
+                batch.stage(device, AppliedChanges(info: true))
+            } else {
+                batch.stage(device, AppliedChanges(), persist: false)
+            }
         }
     }
 }

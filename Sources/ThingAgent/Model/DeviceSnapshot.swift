@@ -44,6 +44,12 @@ struct AppliedChanges: Sendable, Equatable {
         properties.isEmpty && status == nil && wifiSignal == nil && rsrp == nil && !info && transfer == nil
     }
 
+    func merging(_ other: AppliedChanges) -> AppliedChanges {
+        var merged = self
+        merged.merge(other)
+        return merged
+    }
+
     /// Adds `other`, a later change of the same device.
     mutating func merge(_ other: AppliedChanges) {
         properties += other.properties

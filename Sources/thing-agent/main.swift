@@ -4,7 +4,7 @@ import ThingAgent
 /// The subcommands, in the order `--help` lists them.
 let commands: [any Command.Type] = [
     RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self,
-    GatewaysCommand.self, TransferCommand.self, WifiScanCommand.self,
+    GatewaysCommand.self, TransferCommand.self, WifiScanCommand.self, SimulateCommand.self,
 ]
 
 @MainActor

@@ -42,7 +42,7 @@ enum TransferCommand: Command {
             let updates = manager.statusUpdates
             let moving = agent.cache.subDevices(of: faulty).map(\.id)
             let started = try await manager.transfer(fromGateway: faulty)
-            print("\(device) takes over \(faulty) and its \(moving.count) sub-device\(moving.count == 1 ? "" : "s")")
+            Console.out("\(device) takes over \(faulty) and its \(moving.count) sub-device\(moving.count == 1 ? "" : "s")")
             let end = await waitForEnd(of: faulty, started: started, updates: updates, patience: patience)
             return try outcome(end, device: device, faulty: faulty, moving: moving, agent: agent,
                                stall: configuration.transferStallTimeout, patience: patience)
@@ -88,7 +88,7 @@ enum TransferCommand: Command {
         switch last.status {
         case .finish:
             let moved = agent.cache.subDevices(of: device).filter { moving.contains($0.id) }
-            print("finished: \(moved.count) sub-device\(moved.count == 1 ? "" : "s") of \(faulty) now on \(device)"
+            Console.out("finished: \(moved.count) sub-device\(moved.count == 1 ? "" : "s") of \(faulty) now on \(device)"
                 + (moved.isEmpty ? "" : ": " + moved.map(\.id).joined(separator: ", ")))
             return .success
         case .failed where last.failedCode == "timeout":

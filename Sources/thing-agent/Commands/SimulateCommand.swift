@@ -19,7 +19,7 @@ enum SimulateCommand: Command {
             OptionSpec(name: "failure-rate", valueName: "F", help: "share of gateway transfers that fail, 0 to 1 (default 0)"),
             OptionSpec(name: "transfer-step", valueName: "S", help: "seconds between transfer stages (default 1)"),
             OptionSpec(name: "max-connections", valueName: "N",
-                       help: "broker connections at most; devices beyond share pooled ones (default 250)"),
+                       help: "broker connections at most, up to 300; devices beyond share pooled ones (default 250)"),
         ] + CommonOptions.options,
         discussion: """
             Every device publishes its retained status (online, with a time; its will is the offline form
@@ -29,6 +29,12 @@ enum SimulateCommand: Command {
             Gateways answer gateway/transfer/start (1006 while one runs) and go through deviceConfigInit,
             deviceDataInit, osConfigInit to finish, after which the faulty gateway's sub-devices report their
             new gateway. Sub-devices speak through their gateway's connection.
+
+            A process can hold about 300 MQTT clients (libmosquitto waits with select()), so devices beyond
+            --max-connections share pooled connections of up to 200 devices; those have no will (their
+            offline status is published when the simulator stops, not when it is killed). Fleets over about
+            1000 devices need the broker's max_queued_messages raised (deploy/mosquitto.conf: 100000), or
+            mosquitto drops QoS 1 messages queued beyond 1000 for a subscriber that falls behind.
 
             Products: p-light-1 (devices), p-gateway-1, p-sensor-1 (sub-devices), built in; --models DIR
             replaces them by productId. Try it next to the agent:
@@ -67,10 +73,11 @@ enum SimulateCommand: Command {
 
     static func simulatorOptions(_ arguments: ParsedArguments) throws -> SimulatorOptions {
         var options = SimulatorOptions()
-        func count(_ name: String, _ target: inout Int, minimum: Int = 0) throws {
+        func count(_ name: String, _ target: inout Int, minimum: Int = 0, maximum: Int = 100_000,
+                   why: String = "") throws {
             guard let text = arguments.value(name) else { return }
-            guard let value = Int(text), value >= minimum, value <= 100_000 else {
-                throw CommandFailure(code: .usage, message: "--\(name) needs a whole number from \(minimum) to 100000")
+            guard let value = Int(text), value >= minimum, value <= maximum else {
+                throw CommandFailure(code: .usage, message: "--\(name) needs a whole number from \(minimum) to \(maximum)\(why)")
             }
             target = value
         }
@@ -85,7 +92,8 @@ enum SimulateCommand: Command {
         try count("devices", &options.devices)
         try count("gateways", &options.gateways)
         try count("subdevices", &options.subdevicesPerGateway)
-        try count("max-connections", &options.maxConnections, minimum: 1)
+        try count("max-connections", &options.maxConnections, minimum: 1, maximum: 300,
+                  why: " (libmosquitto's select() loop cannot serve more clients in one process)")
         try duration("report-interval", &options.reportInterval)
         try duration("signal-interval", &options.signalInterval)
         try duration("ramp", &options.ramp)
@@ -114,10 +122,11 @@ enum SimulateCommand: Command {
     static func printFleet(_ simulator: Simulator, configuration: AgentConfiguration) {
         let options = simulator.options
         let plan = simulator.connectionPlan
+        let gateways = options.gateways == 0 ? "no gateways"
+            : "\(options.gateways) gateways with \(options.subdevicesPerGateway) sub-devices each"
         Console.out("""
-            simulate: \(options.total) devices (\(options.devices) devices, \(options.gateways) gateways with \
-            \(options.subdevicesPerGateway) sub-devices each) on \(configuration.broker) under \(configuration.topicRoot)/, \
-            seed \(options.seed), \(plan.links.count) connections\
+            simulate: \(options.total) devices (\(options.devices) devices, \(gateways)) on \(configuration.broker) \
+            under \(configuration.topicRoot)/, seed \(options.seed), \(plan.links.count) connections\
             \(plan.pooledDevices > 0 ? " (\(plan.pooledDevices) devices on pooled connections)" : "")
             """)
         let shown = 20

@@ -14,7 +14,8 @@ let broker = try await MosquittoBroker.start(options)
 defer { broker.stop() }
 
 if CommandLine.arguments.contains("--receive-path") {
-    let messages = propertyReports(count: 200_000, devices: 1000)
+    let count = CommandLine.arguments.firstIndex(of: "--count").map { Int(CommandLine.arguments[$0 + 1]) ?? 0 } ?? 200_000
+    let messages = propertyReports(count: count, devices: 1000)
     let path = ReceivePathBenchmark(directory: directory)
     if !CommandLine.arguments.contains("--memory-only") {
         report.add("receive path, QoS 1 property report, cached to SQLite", "\(format(try await path.run(messages), 2)) µs/msg")

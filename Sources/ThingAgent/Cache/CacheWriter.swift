@@ -13,6 +13,11 @@ final class CacheWriter: Sendable {
     struct Dirty: Sendable {
         var properties: Set<String> = []
         var transfer = false
+
+        mutating func mark(_ changes: AppliedChanges) {
+            for change in changes.properties { properties.insert(change.code) }
+            if changes.transfer != nil { transfer = true }
+        }
     }
 
     private struct IngestState: ~Copyable {
@@ -58,10 +63,7 @@ final class CacheWriter: Sendable {
                 return (.unchanged, [], false)
             }
             let wasClean = state.dirty.isEmpty
-            var dirty = state.dirty[deviceId] ?? Dirty()
-            for change in changes.properties { dirty.properties.insert(change.code) }
-            if changes.transfer != nil { dirty.transfer = true }
-            state.dirty[deviceId] = dirty
+            state.dirty[deviceId, default: Dirty()].mark(changes)
             return (.changed(changes), events, wasClean)
         }
         if wake { dirtySignal.signal() }

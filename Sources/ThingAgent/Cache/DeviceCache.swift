@@ -30,8 +30,8 @@ public final class DeviceCache: Sendable {
     func mutate<R>(_ id: String, create: () -> DeviceSnapshot?,
                    _ body: (inout DeviceSnapshot, _ isNew: Bool) throws -> R) throws -> R? {
         try devices.withLock { devices -> R? in
-            if devices[id] != nil {
-                return try body(&devices[id]!, false)
+            if let index = devices.index(forKey: id) {
+                return try body(&devices.values[index], false)
             }
             guard var created = create() else { return nil }
             let result = try body(&created, true)

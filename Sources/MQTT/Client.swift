@@ -191,7 +191,7 @@ public final class MQTTClient: Sendable {
         try await awaitAcknowledgement(context: context) { handle, mid in
             (send(handle, &mid), { .publish($0, topic: topic) })
         }
-        _ = properties  // keeps the property list alive until the publish was queued
+        _ = properties  // a last use: the property list must outlive the locked send above
     }
 
     /// Publishes UTF-8 text.

@@ -74,7 +74,8 @@ public final class GatewayTransferManager: Sendable {
                                     data: .object(JSONObject([("targetDeviceId", .string(faulty))])), timeout: timeout)
         do {
             let started = try agent.writer.recordTransferStart(
-                gateway: deviceId, target: faulty, targetName: target.info.name, sentAt: sentAt, now: Timestamp.now())
+                gateway: deviceId, target: faulty, targetName: target.info.name, sentAt: sentAt, now: Timestamp.now(),
+                topic: agent.topics.transferStatus(deviceId)) ?? .none(deviceId)
             agent.transferWatch.transferChanged(started)
             return started
         } catch {
@@ -104,8 +105,8 @@ public final class GatewayTransferManager: Sendable {
 
     /// Every change of this gateway's transfer, as an AsyncSequence; ends when the consuming task is cancelled or
     /// the agent stops. Registered when this property is read, so read it before `transfer(fromGateway:)`.
-    public var statusUpdates: AsyncCompactMapSequence<AsyncStream<DeviceEvent>, TransferInfo> {
-        (agent?.events.events(device: deviceId, kinds: .transfer) ?? AsyncStream { $0.finish() })
+    public var statusUpdates: AsyncCompactMapSequence<DeviceEventStream, TransferInfo> {
+        (agent?.events ?? EventHub.finished).events(device: deviceId, kinds: .transfer)
             .compactMap { event in
                 if case .transferStatusChanged(_, let info) = event { return info }
                 return nil

@@ -53,19 +53,48 @@ struct GatewayRulesTests {
     @Test func stalledTransferIsFailedOnlyWhileUnchanged() throws {
         let hub = EventHub()
         let cache = DeviceCache()
-        let writer = CacheWriter(store: nil, cache: cache, hub: hub)
+        let writer = CacheWriter(store: nil, journal: nil, cache: cache, hub: hub)
         let report = TransferStatusReport(targetDeviceId: "gwOld", targetDeviceName: nil, sourceDeviceId: "gwNew",
                                           status: .deviceDataInit, failedCode: "", time: 100)
         _ = try writer.apply(.transferStatus(report), to: "gwNew", now: 1_000)
         // Someone saw an older change: nothing happens.
-        #expect(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 999, now: 5_000)?.status == .deviceDataInit)
-        let failed = try #require(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 1_000, now: 5_000))
+        let topic = "things/gwNew/thing/gateway/transfer/status"
+        #expect(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 999, now: 5_000, topic: topic)?.status
+            == .deviceDataInit)
+        let failed = try #require(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 1_000, now: 5_000,
+                                                                 topic: topic))
         #expect(failed.status == .failed)
         #expect(failed.failedCode == "timeout")
         #expect(failed.time == 5_000)
         #expect(cache.device("gwNew")?.transfer == failed)
         // Already over: left alone.
-        #expect(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 5_000, now: 9_000) == failed)
+        #expect(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 5_000, now: 9_000, topic: topic) == failed)
+    }
+
+    /// The daemon journals a stall verdict like a report: killed before SQLite got it, it replays it at start.
+    @Test func aStallVerdictIsJournaledAndReplayed() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = AgentConfiguration()
+        configuration.database = directory + "/cache.sqlite"
+        let topic = "things/gwNew/thing/gateway/transfer/status"
+        do {
+            let writer = CacheWriter(store: try CacheStore(path: configuration.database),
+                                     journal: try Journal(path: configuration.database + ".journal"),
+                                     cache: DeviceCache(), hub: EventHub())
+            let report = TransferStatusReport(targetDeviceId: "gwOld", targetDeviceName: "Old", sourceDeviceId: "gwNew",
+                                              status: .deviceConfigInit, failedCode: "", time: t0)
+            _ = try writer.apply(.transferStatus(report), to: "gwNew", now: 1_000, raw: (topic, report.payload))
+            _ = try writer.failStalledTransfer(gateway: "gwNew", lastChange: 1_000, now: 9_000, topic: topic)
+            // No flush: the process dies here.
+        }
+        #expect(try CacheReader(path: configuration.database).device("gwNew") == nil)
+        let agent = try Agent(configuration: configuration)
+        let replayed = try #require(agent.cache.device("gwNew")?.transfer)
+        #expect(replayed.status == .failed)
+        #expect(replayed.failedCode == "timeout")
+        #expect(replayed.targetDeviceName == "Old")
+        #expect(try CacheReader(path: configuration.database).device("gwNew")?.transfer == replayed)
     }
 }
 
@@ -76,12 +105,14 @@ struct SharedCacheFileTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/cache.sqlite"
-        let daemon = CacheWriter(store: try CacheStore(path: path), cache: DeviceCache(), hub: EventHub())
+        let daemon = CacheWriter(store: try CacheStore(path: path), journal: nil, cache: DeviceCache(), hub: EventHub())
         let sub = InboundMessage.info(["category": "subdevice", "gatewayId": "gwOld"], time: 10)
         _ = try daemon.apply(sub, to: "sub1", now: 1)
+        try daemon.flush()
         let requesterHub = EventHub()
-        let requester = CacheWriter(store: try CacheStore(path: path), cache: DeviceCache(try CacheStore(path: path).loadAll()),
-                                    hub: requesterHub, sharesFile: true)
+        let requester = CacheWriter(store: try CacheStore(path: path), journal: nil,
+                                    cache: DeviceCache(try CacheStore(path: path).loadAll()), hub: requesterHub,
+                                    sharesFile: true)
         let events = requesterHub.events()
 
         // The daemon applies the finish (and the relink) before the requester gets the same report.
@@ -90,6 +121,7 @@ struct SharedCacheFileTests {
             failedCode: "", time: 100))
         _ = try daemon.apply(finish, to: "gwNew", now: 2)
         _ = try daemon.apply(.signal(wifi: SignalReading(dBm: -61, time: 200), rsrp: nil), to: "sub1", now: 3)
+        try daemon.flush()
         guard case .changed(let heard) = try requester.apply(finish, to: "gwNew", now: 4) else {
             Issue.record("the requester heard nothing")
             return

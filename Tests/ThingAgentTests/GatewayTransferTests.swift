@@ -135,9 +135,12 @@ struct GatewayTransferTests {
 
                 #expect(agent.cache.subDevices(of: "gwNew").map(\.id) == ["sub1", "sub2"])
                 #expect(agent.cache.subDevices(of: "gwOld").isEmpty)
-                let file = try CacheReader(path: database)
-                #expect(try file.devices().filter { $0.info.gatewayId == "gwNew" }.map(\.id) == ["sub1", "sub2"])
-                #expect(try file.device("gwNew")?.transfer?.status == .finish)
+                // SQLite gets the change from the flusher, a moment later.
+                try await waitUntil {
+                    let file = try? CacheReader(path: database)
+                    return (try? file?.devices().filter { $0.info.gatewayId == "gwNew" }.map(\.id)) == ["sub1", "sub2"]
+                        && (try? file?.device("gwNew"))??.transfer?.status == .finish
+                }
                 #expect(manager.deviceTransferInfo().status == .finish)
 
                 // The relink rule: an info report older than the finish (a retained copy from before) loses;
@@ -192,7 +195,9 @@ struct GatewayTransferTests {
                     if info.status == .failed { break }
                 }
                 #expect(heard.last?.failedCode == "subdevice_unreachable")
-                #expect(try CacheReader(path: database).device("gwNew")?.transfer?.failedCode == "subdevice_unreachable")
+                try await waitUntil {
+                    (try? CacheReader(path: database).device("gwNew"))??.transfer?.failedCode == "subdevice_unreachable"
+                }
                 #expect(agent.cache.subDevices(of: "gwOld").map(\.id) == ["sub1", "sub2"])
                 // A failed transfer is over: a new one may start.
                 try await manager.transfer(fromGateway: "gwOld")
@@ -219,9 +224,10 @@ struct GatewayTransferTests {
                 try await waitUntil(timeout: .seconds(10)) { log.last?.status == .failed }
                 #expect(log.statuses == [.unknown, .deviceConfigInit, .failed])
                 #expect(log.last?.failedCode == "timeout")
-                let cached = try #require(try CacheReader(path: database).device("gwNew")?.transfer)
-                #expect(cached.status == .failed)
-                #expect(cached.failedCode == "timeout")
+                try await waitUntil {
+                    let cached = (try? CacheReader(path: database).device("gwNew"))??.transfer
+                    return cached?.status == .failed && cached?.failedCode == "timeout"
+                }
                 #expect(agent.cache.subDevices(of: "gwOld").count == 2)
 
                 // A report made before the verdict is stale; a finish made after it still wins.
@@ -245,6 +251,7 @@ struct GatewayTransferTests {
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: daemon)
                 let answering = try await Self.accept(fleet)
+                try await waitUntil { ((try? CacheReader(path: database).devices()) ?? []).count == 7 }
                 var configuration = daemon.configuration
                 configuration.clientID = "cli-\(UInt32.random(in: 0...UInt32.max))"
                 let requester = try Agent(configuration: configuration, role: .requester)
@@ -267,6 +274,7 @@ struct GatewayTransferTests {
                 #expect(requester.cache.subDevices(of: "gwNew").map(\.id) == ["sub1", "sub2"])
                 try await waitUntil { daemon.cache.subDevices(of: "gwNew").count == 2 }
 
+                try await Task.sleep(for: .milliseconds(200))  // the daemon's flusher writes its relink too
                 let onDisk = try #require(try CacheReader(path: database).device("sub1"))
                 #expect(onDisk.info.gatewayId == "gwNew")
                 #expect(onDisk.wifiSignal?.dBm == -61, "the requester wrote back its older copy")

@@ -39,19 +39,39 @@ final class CacheStore {
             """)
     }
 
-    /// Writes the parts of `device` that `changes` names. The caller wraps calls in a transaction.
-    func write(_ device: DeviceSnapshot, _ changes: AppliedChanges) throws {
+    /// Writes a device's row and the named properties (and its transfer). The caller wraps calls in a transaction.
+    func write(_ device: DeviceSnapshot, properties codes: some Sequence<String>, transfer: Bool) throws {
         try writeDevice(device)
-        for change in changes.properties {
+        for code in codes {
+            guard let property = device.properties[code] else { continue }
             try upsertProperty.bind(device.id, at: 1)
-            try upsertProperty.bind(change.code, at: 2)
-            try upsertProperty.bind(change.value.serialized(), at: 3)
-            try upsertProperty.bind(change.time, at: 4)
+            try upsertProperty.bind(code, at: 2)
+            try upsertProperty.bind(property.value.serialized(), at: 3)
+            try upsertProperty.bind(property.time, at: 4)
             try upsertProperty.run()
         }
-        if let transfer = changes.transfer {
-            try writeTransfer(transfer)
+        if transfer, let info = device.transfer {
+            try writeTransfer(info)
         }
+    }
+
+    /// Where the journal stands in SQLite: its generation and the offset up to which its records are applied.
+    func journalPosition() throws -> (generation: UInt64, applied: Int64) {
+        let rows = try database.query("SELECT key, value FROM meta WHERE key IN ('journal_generation', 'journal_applied')")
+        var generation: UInt64 = 0, applied: Int64 = 0
+        for row in rows {
+            if row.string("key") == "journal_generation" { generation = UInt64(row.int("value") ?? 0) }
+            if row.string("key") == "journal_applied" { applied = row.int("value") ?? 0 }
+        }
+        return (generation, applied)
+    }
+
+    /// Records the journal position; part of the flusher's transaction, so it moves with the data it covers.
+    func setJournalPosition(generation: UInt64, applied: Int64) throws {
+        try database.run("""
+            INSERT INTO meta (key, value) VALUES ('journal_generation', ?), ('journal_applied', ?)
+            ON CONFLICT(key) DO UPDATE SET value = excluded.value
+            """, [.integer(Int64(generation)), .integer(applied)])
     }
 
     func writeDevice(_ device: DeviceSnapshot) throws {
@@ -62,12 +82,12 @@ final class CacheStore {
             return index
         }
         try statement.bind(device.id, at: next())
-        for field in DeviceInfo.fields {
+        for (index, field) in DeviceInfo.fields.enumerated() {
             let at = next()
-            switch device.info.fields[field.key] {
-            case nil, .null?: try statement.bindNull(at: at)
-            case .string(let text)?: try statement.bind(text, at: at)
-            case let value?:
+            switch device.info.value(at: index) {
+            case .null: try statement.bindNull(at: at)
+            case .string(let text): try statement.bind(text, at: at)
+            case let value:
                 if let integer = value.int64Value, field.type.isInteger {
                     try statement.bind(integer, at: at)
                 } else {
@@ -116,11 +136,12 @@ final class CacheStore {
     private func load(filter: String?, _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
         let condition = filter.map { " WHERE \($0)" } ?? ""
         var devices: [String: DeviceSnapshot] = [:]
+        let interner = ValueInterner()
         let select = try database.prepare(
             "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
         try select.bind(bindings)
         while try select.step() {
-            let device = try Self.device(from: select)
+            let device = try Self.device(from: select, interner: interner)
             devices[device.id] = device
         }
         let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
@@ -129,8 +150,7 @@ final class CacheStore {
         while try properties.step() {
             guard let id = properties.string(0), let code = properties.string(1),
                   let text = properties.string(2) else { continue }
-            let value = (try? JSONParser.parse(text)) ?? .string(text)
-            devices[id]?.properties[code] = PropertyValue(value: value, time: properties.int64(3))
+            devices[id]?.properties[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
         }
         let transferScope = filter.map { " WHERE gateway_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let transfers = try database.prepare("""
@@ -147,7 +167,7 @@ final class CacheStore {
         return devices
     }
 
-    private static func device(from row: Statement) throws -> DeviceSnapshot {
+    private static func device(from row: Statement, interner: ValueInterner) throws -> DeviceSnapshot {
         var column: Int32 = 0
         func next() -> Int32 {
             defer { column += 1 }
@@ -156,20 +176,19 @@ final class CacheStore {
         func optionalInt(_ i: Int32) -> Int64? { row.isNull(i) ? nil : row.int64(i) }
 
         let id = row.string(next()) ?? ""
-        var fields = JSONObject()
-        for field in DeviceInfo.fields {
+        var info = DeviceInfo(devId: id)
+        for (index, field) in DeviceInfo.fields.enumerated() {
             let i = next()
             guard !row.isNull(i) else { continue }
-            switch field.type {
-            case .integer: fields[field.key] = .integer(row.int64(i))
-            case .stringArray, .object:
-                let text = row.string(i) ?? "null"
-                fields[field.key] = (try? JSONParser.parse(text)) ?? .null
-            case .string, .oneOf: fields[field.key] = row.string(i).map(JSONValue.string) ?? .null
+            let value: JSONValue = switch field.type {
+            case .integer: .integer(row.int64(i))
+            case .stringArray, .object: interner.parse(row.string(i) ?? "null")
+            case .string, .oneOf: row.string(i).map(JSONValue.string) ?? .null
             }
+            info.set(at: index, field.shared ? interner.intern(value) : value)
         }
         var device = DeviceSnapshot(id: id, seenAt: 0)
-        device.info = DeviceInfo(devId: id, fields: fields)
+        device.info = info
         device.infoTime = optionalInt(next())
         device.online = optionalInt(next()).map { $0 != 0 }
         device.statusTime = optionalInt(next())

@@ -1,7 +1,13 @@
+import Dispatch
 import Synchronization
 
-/// The one way the cache changes: apply to copies, commit them to SQLite in one transaction, then publish them in
-/// memory and to listeners. Memory never runs ahead of the disk, so a failed write leaves both as they were.
+/// The one way the cache changes. On the receive path: journal the raw message (durable against a killed process),
+/// apply it to the device's snapshot in place, mark what changed as dirty, tell listeners. SQLite gets the dirty
+/// devices later, in one transaction per batch, with the journal position it covers (`flush()`).
+/// Memory never runs ahead of the journal, and SQLite plus the journal's tail always hold everything applied.
+///
+/// A requester (the CLI) shares the daemon's file and keeps no journal: it takes the path in
+/// `CacheWriter+SharedFile.swift` instead, one SQLite transaction per change, reading each device from the file.
 final class CacheWriter: Sendable {
     let cache: DeviceCache
     let hub: EventHub
@@ -10,13 +16,34 @@ final class CacheWriter: Sendable {
     /// other process may have applied a message already; listeners then hear what changed in this process's view
     /// (memory before, file after), so they miss nothing.
     let sharesFile: Bool
-    /// The store, and the lock that makes read-modify-write of a snapshot atomic across writers
-    /// (the receive thread, timers, edits from the library).
-    /// nil for a memory-only cache (`thing-agent watch`, which must not write the daemon's file).
-    private let store: Mutex<CacheStore?>
 
-    init(store: sending CacheStore?, cache: DeviceCache, hub: EventHub, sharesFile: Bool = false) {
+    /// What changed per device since the last flush. A dirty device's row is always written.
+    struct Dirty: Sendable {
+        var properties: Set<String> = []
+        var transfer = false
+
+        mutating func mark(_ changes: AppliedChanges) {
+            for change in changes.properties { properties.insert(change.code) }
+            if changes.transfer != nil { transfer = true }
+        }
+    }
+
+    struct IngestState: ~Copyable {
+        var journal: Journal?
+        var dirty: [String: Dirty] = [:]
+    }
+
+    /// Serializes every change: journal append, in-place apply, dirty marking, and the flusher's consistent cut.
+    private let ingest: Mutex<IngestState>
+    /// The SQLite side; nil for a memory-only cache (`thing-agent watch` must not write the daemon's file).
+    let store: Mutex<CacheStore?>
+    /// Wakes the flusher when the dirty set stops being empty.
+    let dirtySignal = DispatchSemaphore(value: 0)
+
+    init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
+         sharesFile: Bool = false) {
         self.store = Mutex(store)
+        self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
         self.hub = hub
         self.sharesFile = sharesFile
@@ -27,92 +54,134 @@ final class CacheWriter: Sendable {
         case unchanged
     }
 
-    /// Applies `message` to `deviceId`'s snapshot (creating the device on its first valid message). Returns the
-    /// changes as listeners hear them. A transfer that reaches `finish` re-links the faulty gateway's sub-devices
-    /// in the same transaction.
-    func apply(_ message: InboundMessage, to deviceId: String, now: Millis) throws -> Outcome {
-        try commit { batch throws -> Outcome in
-            let existing = try batch.device(deviceId)
-            var snapshot = existing ?? DeviceSnapshot(id: deviceId, seenAt: now)
-            let changes = try snapshot.apply(message, now: now)
-            let persist = !changes.isEmpty || existing == nil
-            let heard = batch.stage(snapshot, changes, persist: persist)
-            guard persist || !heard.isEmpty else { return .unchanged }
-            if let transfer = heard.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
-                try relinkSubDevices(of: faulty, to: deviceId, reportedAt: transfer.time, now: now, in: &batch)
-            }
-            return .changed(heard)
-        }
+    /// Applies `message` to `deviceId` (creating the device on its first valid message). `raw` is journaled first
+    /// when given; replays of the journal pass nil. A transfer that reaches `finish` re-links the faulty gateway's
+    /// sub-devices as part of the same change (so a replay of the journaled report re-links them again).
+    func apply(_ message: InboundMessage, to deviceId: String, now: Millis,
+               raw: (topic: String, payload: [UInt8])? = nil) throws -> Outcome {
+        if sharesFile { return try applyToSharedFile(message, to: deviceId, now: now) }
+        return try applyInPlace(to: deviceId, now: now) { _ in (message, raw) } ?? .unchanged
     }
 
-    /// The devices changed by one `commit`, read and staged under the store's lock.
-    struct Batch {
-        fileprivate let store: CacheStore?
-        fileprivate let cache: DeviceCache
-        fileprivate let sharesFile: Bool
-        fileprivate(set) var staged: [Staged] = []
+    /// A message to apply and, when it is to be journaled, its raw form.
+    typealias Prepared = (message: InboundMessage, raw: (topic: String, payload: [UInt8])?)
 
-        struct Staged: Sendable {
-            var device: DeviceSnapshot
-            /// What to write (nothing when only memory catches up with the file).
-            var changes: AppliedChanges
-            var persist: Bool
-            /// What listeners hear.
-            var heard: AppliedChanges
-        }
-
-        /// The current snapshot of `id`: staged in this batch, else from the file when it is shared, else memory.
-        func device(_ id: String) throws -> DeviceSnapshot? {
-            if let staged = staged.last(where: { $0.device.id == id }) { return staged.device }
-            if sharesFile, let store { return try store.loadDevice(id) }
-            return cache.device(id)
-        }
-
-        /// Devices whose info names `gateway`, read the way `device(_:)` reads.
-        func subDevices(of gateway: String) throws -> [DeviceSnapshot] {
-            let found = if sharesFile, let store { try store.loadSubDevices(of: gateway) } else { cache.subDevices(of: gateway) }
-            return found.map { device in staged.last(where: { $0.device.id == device.id })?.device ?? device }
-                .filter { $0.info.gatewayId == gateway }
-        }
-
-        /// Queues a snapshot for the commit (a later stage of the same device adds to an earlier one) and returns
-        /// what listeners will hear of it: `changes`, or with a shared file, memory before against the new copy.
-        @discardableResult
-        mutating func stage(_ device: DeviceSnapshot, _ changes: AppliedChanges, persist: Bool = true) -> AppliedChanges {
-            let index = staged.firstIndex { $0.device.id == device.id }
-            let heard = sharesFile ? AppliedChanges(from: cache.device(device.id), to: device)
-                : (index.map { staged[$0].heard } ?? AppliedChanges()).merging(changes)
-            if let index {
-                staged[index].device = device
-                staged[index].changes.merge(changes)
-                staged[index].persist = staged[index].persist || persist
-                staged[index].heard = heard
-            } else {
-                staged.append(Staged(device: device, changes: changes, persist: persist, heard: heard))
+    /// The in-place path: under the ingest lock, `prepare` sees the device's current snapshot and gives the message
+    /// to apply (nil: nothing to do, and nil is returned); it is journaled, applied, marked dirty; then listeners
+    /// hear of it.
+    func applyInPlace(to deviceId: String, now: Millis,
+                      _ prepare: (DeviceSnapshot?) -> Prepared?) throws -> Outcome? {
+        let wantsEvents = hub.hasListeners
+        let (outcome, events, wake) = try ingest.withLock { state throws -> (Outcome?, [DeviceEvent], Bool) in
+            guard let (message, raw) = prepare(cache.device(deviceId)) else { return (nil, [], false) }
+            if let raw, let journal = state.journal {
+                try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
             }
-            return heard
+
+            let applied = try cache.mutate(deviceId, create: { DeviceSnapshot(id: deviceId, seenAt: now) }) {
+                device, isNew -> (AppliedChanges, Bool, [DeviceEvent]) in
+                let changes = try device.apply(message, now: now)
+                let events = wantsEvents && !changes.isEmpty ? changes.events(for: device) : []
+                return (changes, isNew, events)
+            }
+            guard let (changes, isNew, deviceEvents) = applied, !changes.isEmpty || isNew else {
+                return (.unchanged, [], false)
+            }
+            let wasClean = state.dirty.isEmpty
+            state.dirty[deviceId, default: Dirty()].mark(changes)
+            var events = deviceEvents
+            if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
+                events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
+                                        dirty: &state.dirty, wantsEvents: wantsEvents)
+            }
+            return (.changed(changes), events, wasClean)
         }
+        if wake { dirtySignal.signal() }
+        hub.publish(events)
+        return outcome
     }
 
-    /// Runs `body` under the lock; what it staged is written in one SQLite transaction, then stored in memory, then
-    /// (outside the lock) published to listeners. A throw from `body` or from SQLite changes nothing anywhere.
-    func commit<Result: Sendable>(_ body: @Sendable (inout Batch) throws -> Result) throws -> Result {
-        let (result, staged) = try store.withLock { store throws -> (Result, [Batch.Staged]) in
-            var batch = Batch(store: store, cache: cache, sharesFile: sharesFile)
-            let result: Result
-            if let store {
-                result = try store.database.transaction(.immediate) {
-                    let result = try body(&batch)
-                    for entry in batch.staged where entry.persist { try store.write(entry.device, entry.changes) }
-                    return result
+    /// Moves the faulty gateway's sub-devices to `gateway` in memory and marks them dirty (see
+    /// `DeviceSnapshot.relink` for the rule). Runs under the ingest lock, within the finish report's change.
+    private func relinkInPlace(of faulty: String, to gateway: String, reportedAt time: Millis, now: Millis,
+                               dirty: inout [String: Dirty], wantsEvents: Bool) -> [DeviceEvent] {
+        var events: [DeviceEvent] = []
+        for sub in cache.subDevices(of: faulty) where sub.id != gateway {
+            let moved = try? cache.mutate(sub.id, create: { nil }) { device, _ -> DeviceInfo in
+                device.relink(to: gateway, at: time, now: now)
+                return device.info
+            }
+            guard let info = moved.flatMap({ $0 }) else { continue }
+            if dirty[sub.id] == nil { dirty[sub.id] = Dirty() }
+            if wantsEvents { events.append(.infoChanged(deviceId: sub.id, info: info)) }
+        }
+        return events
+    }
+
+    var hasDirty: Bool { ingest.withLock { !$0.dirty.isEmpty } }
+
+    /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers.
+    /// On failure the dirty marks are kept for the next try.
+    func flush() throws {
+        let (devices, dirty, position) = ingest.withLock { state -> ([DeviceSnapshot], [String: Dirty], (UInt64, Int64)?) in
+            let dirty = state.dirty
+            state.dirty = [:]
+            let position = state.journal.map { ($0.generation, $0.end) }
+            return (cache.devices(dirty.keys), dirty, position)
+        }
+        guard !dirty.isEmpty else { return }
+        do {
+            try store.withLock { store in
+                guard let store else { return }
+                try store.database.transaction(.immediate) {
+                    for device in devices {
+                        let marks = dirty[device.id] ?? Dirty()
+                        try store.write(device, properties: marks.properties, transfer: marks.transfer)
+                    }
+                    if let (generation, applied) = position {
+                        try store.setJournalPosition(generation: generation, applied: applied)
+                    }
                 }
-            } else {
-                result = try body(&batch)
             }
-            for entry in batch.staged { cache.store(entry.device) }
-            return (result, batch.staged)
+        } catch {
+            ingest.withLock { state in
+                for (id, marks) in dirty {
+                    var merged = state.dirty[id] ?? Dirty()
+                    merged.properties.formUnion(marks.properties)
+                    merged.transfer = merged.transfer || marks.transfer
+                    state.dirty[id] = merged
+                }
+            }
+            throw error
         }
-        for entry in staged { hub.publish(entry.heard.events(for: entry.device)) }
-        return result
+    }
+
+    /// Empties the journal once SQLite holds everything in it and it has grown past `threshold` bytes.
+    /// Holds the ingest lock throughout, so no record can slip in between the check and the reset.
+    func compactJournal(threshold: Int64) throws {
+        try ingest.withLock { state in
+            guard let journal = state.journal, journal.end > threshold, state.dirty.isEmpty else { return }
+            try store.withLock { store in
+                let next = journal.generation + 1
+                // SQLite learns of the new generation first: a crash before the reset leaves an older file,
+                // which start-up then knows it has already applied.
+                try store?.setJournalPosition(generation: next, applied: Int64(Journal.headerSize))
+                try journal.reset(generation: next)
+            }
+        }
+    }
+
+    /// Replays the journal records SQLite has not seen (start-up), through `apply`; returns how many were read.
+    func replayJournal(_ body: (Journal.Record) -> Void) throws -> Int {
+        let records = try ingest.withLock { state throws -> [Journal.Record] in
+            guard let journal = state.journal else { return [] }
+            let stored: (generation: UInt64, applied: Int64)? = try store.withLock { try $0?.journalPosition() }
+            let position = stored ?? (generation: 0, applied: 0)
+            if journal.generation < position.generation { return [] }
+            let from = journal.generation == position.generation ? position.applied : 0
+            return journal.records(from: from).map(\.record)
+        }
+        records.forEach(body)
+        return records.count
     }
 }

@@ -8,6 +8,7 @@ import Synchronization
 final class TransferWatch: Sendable {
     let stallTimeout: Duration
     private let writer: CacheWriter
+    private let topics: Topics
     private let logger: Logger
     private struct State {
         var watchesAll: Bool
@@ -17,9 +18,10 @@ final class TransferWatch: Sendable {
     }
     private let state: Mutex<State>
 
-    init(stallTimeout: Duration, writer: CacheWriter, watchesAll: Bool, logger: Logger) {
+    init(stallTimeout: Duration, writer: CacheWriter, topics: Topics, watchesAll: Bool, logger: Logger) {
         self.stallTimeout = stallTimeout
         self.writer = writer
+        self.topics = topics
         self.logger = logger
         state = Mutex(State(watchesAll: watchesAll))
     }
@@ -59,7 +61,8 @@ final class TransferWatch: Sendable {
         var ended: [TransferInfo] = []
         for (gateway, lastChange) in due.sorted(by: { $0.key < $1.key }) {
             do {
-                let current = try writer.failStalledTransfer(gateway: gateway, lastChange: lastChange, now: now)
+                let current = try writer.failStalledTransfer(gateway: gateway, lastChange: lastChange, now: now,
+                                                             topic: topics.transferStatus(gateway))
                 if let current, current.status == .failed, current.updatedAt == now { ended.append(current) }
                 state.withLock { state in
                     guard state.running[gateway] == lastChange else { return }  // a report moved it meanwhile

@@ -51,7 +51,7 @@ enum TransferCommand: Command {
 
     /// Shows each change until the transfer finishes or fails; nil when `patience` ran out first.
     static func waitForEnd(of faulty: String, started: TransferInfo,
-                           updates: AsyncCompactMapSequence<AsyncStream<DeviceEvent>, TransferInfo>,
+                           updates: AsyncCompactMapSequence<DeviceEventStream, TransferInfo>,
                            patience: Double?) async -> (last: TransferInfo, ended: Bool) {
         let waiting = Task { () -> (TransferInfo, Bool) in
             var progress = TransferProgress()

@@ -74,4 +74,16 @@ struct SceneFileTests {
             }
         }
     }
+
+    @Test func scenesFileAndModelsDirectoryAreConfigurationKeys() throws {
+        var configuration = AgentConfiguration()
+        try configuration.apply(environment: ["THING_AGENT_SCENES": "/etc/scenes.json", "THING_AGENT_MODELS": "/m"])
+        #expect(configuration.scenesFile == "/etc/scenes.json")
+        #expect(configuration.modelsDirectory == "/m")
+        try configuration.apply(key: "scenesFile", text: "other.json", source: "--scenes")
+        #expect(configuration.scenesFile == "other.json")
+        try configuration.apply(file: repositoryRoot + "/Config/agent.json")
+        #expect(configuration.scenesFile == "Config/scenes.json")
+        #expect(configuration.modelsDirectory == "Config/models")
+    }
 }

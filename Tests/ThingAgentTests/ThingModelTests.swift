@@ -128,6 +128,23 @@ struct ThingModelTests {
         }
     }
 
+    @Test func aBadModelFileStopsTheAgentAtInitNamingTheFile() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try FileManager.default.createDirectory(atPath: directory + "/models", withIntermediateDirectories: true)
+        try #"{"productId":"p","properties":[{"code":"a","type":"colour"}]}"#
+            .write(toFile: directory + "/models/broken.json", atomically: true, encoding: .utf8)
+        var configuration = AgentConfiguration()
+        configuration.database = directory + "/cache.sqlite"
+        configuration.modelsDirectory = directory + "/models"
+        #expect(throws: ThingModels.LoadError(file: directory + "/models/broken.json",
+                                              reason: "a: type must be bool, value, enum or string")) {
+            try Agent(configuration: configuration)
+        }
+        configuration.modelsDirectory = repositoryRoot + "/Config/models"
+        #expect(try Agent(configuration: configuration).models.byProduct.count == 3)
+    }
+
     @Test func theShippedModelsLoad() throws {
         let models = try ThingModels(directory: repositoryRoot + "/Config/models")
         #expect(Set(models.byProduct.keys) == ["p-light-1", "p-plug-1", "p-gateway-1"])

@@ -18,6 +18,7 @@ enum SceneCommand: Command {
             set against its device's thing model like 'set', and reports every action's outcome. It exits 0 when
             every action succeeded and 1 when any failed (6 when the broker cannot be used).
 
+
             """ + ExitCode.table)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {

@@ -19,6 +19,7 @@ enum SetCommand: Command {
             publishes nothing. The cache is not changed by a set: the device's next property report changes it.
             Works with or without the daemon: it connects to the broker with a client id of its own.
 
+
             """ + ExitCode.table)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {

@@ -138,12 +138,20 @@ public final class Agent: Sendable {
         let topic = topics.request(kind, device: deviceId)
         // Published from a task of its own so that the timeout also covers the publish: a broker that stops
         // answering is noticed only after the keepalive, and the request must end as a timeout, not hang.
-        let client = client, tracker = tracker
+        let client = client, tracker = tracker, logger = logger
         Task {
-            do {
+            do throws(MQTTError) {
                 try await client.publish(topic, payload: bytes, qos: .atLeastOnce)
             } catch {
-                tracker.fail(msgId, .notSent(reason: "\(error)"))
+                guard error.kind == .notConnected else {
+                    tracker.fail(msgId, .notSent(reason: "\(error)"))
+                    return
+                }
+                // The connection dropped before the broker's PUBACK: libmosquitto sends the message again after
+                // reconnecting, so the device may still get it and answer. Saying "not sent" could be false;
+                // the request goes on to its answer or its timeout.
+                logger.notice("connection lost while sending a request; it is resent on reconnect", metadata: [
+                    "topic": topic, "msgId": msgId])
             }
         }
         var result = await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))

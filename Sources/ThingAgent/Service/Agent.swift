@@ -102,7 +102,8 @@ public final class Agent: Sendable {
         await client.disconnect()
         tracker.cancelAll()
         events.finishAll()
-        logger.info("stopped")
+        // A short-lived CLI client stopping is not news on every command's stderr.
+        logger.log(role == .service ? .info : .debug, "stopped")
     }
 
     // MARK: requests

@@ -31,6 +31,12 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
         .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON"], swiftSettings: swift6),
         .executableTarget(name: "thing-agent", dependencies: ["ThingAgent"], swiftSettings: swift6),
+        // Benchmarks: a release-built executable that prints figures (README, "Performance").
+        .executableTarget(
+            name: "thing-agent-bench",
+            dependencies: ["ThingAgent", "MQTT", "TestSupport"],
+            swiftSettings: swift6
+        ),
 
         // Test support: a real mosquitto broker on a free loopback port, certificates, temp dirs.
         .target(name: "TestSupport", dependencies: ["MQTT"], path: "Tests/TestSupport", swiftSettings: swift6),

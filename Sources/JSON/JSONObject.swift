@@ -6,8 +6,14 @@
 public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral {
     public typealias Element = (key: String, value: JSONValue)
 
-    @usableFromInline
-    internal var pairs: [Element]
+    /// Stored as a struct rather than a tuple: arrays of tuples go through the runtime's generic metadata and
+    /// value witnesses on every allocation and release.
+    internal struct Member: Sendable {
+        var key: String
+        var value: JSONValue
+    }
+
+    internal var pairs: [Member]
 
     public init() {
         pairs = []
@@ -15,7 +21,7 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
 
     /// Builds an object from pairs; on a repeated key the last value wins (at the first key's position).
     public init(_ pairs: [(String, JSONValue)]) {
-        self.pairs = pairs.map { (key: $0.0, value: $0.1) }
+        self.pairs = pairs.map { Member(key: $0.0, value: $0.1) }
         removeDuplicateKeys()
     }
 
@@ -23,10 +29,9 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
         self.init(elements)
     }
 
-    /// Takes pairs whose keys are known to be unique.
-    @inlinable
-    internal init(uniquePairs: [Element]) {
-        self.pairs = uniquePairs
+    /// Takes members whose keys are known to be unique.
+    internal init(uniqueMembers: [Member]) {
+        self.pairs = uniqueMembers
     }
 
     public var keys: [String] { pairs.map(\.key) }
@@ -35,8 +40,17 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     public var isEmpty: Bool { pairs.isEmpty }
     public var underestimatedCount: Int { pairs.count }
 
-    public func makeIterator() -> IndexingIterator<[Element]> {
-        pairs.makeIterator()
+    public struct Iterator: IteratorProtocol {
+        var base: IndexingIterator<[Member]>
+
+        public mutating func next() -> (key: String, value: JSONValue)? {
+            guard let member = base.next() else { return nil }
+            return (member.key, member.value)
+        }
+    }
+
+    public func makeIterator() -> Iterator {
+        Iterator(base: pairs.makeIterator())
     }
 
     /// The value for `key`; setting `nil` removes the key, setting a new key appends it.
@@ -53,7 +67,7 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
                     pairs.remove(at: index)
                 }
             } else if let newValue {
-                pairs.append((key: key, value: newValue))
+                pairs.append(Member(key: key, value: newValue))
             }
         }
     }
@@ -78,7 +92,7 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
 
     /// Sets every pair of `other` into `self` (its values win; new keys are appended in its order).
     public mutating func merge(_ other: JSONObject) {
-        for (key, value) in other.pairs {
+        for (key, value) in other {
             self[key] = value
         }
     }
@@ -94,7 +108,7 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     /// Keeps the first position of each key with the value of its last occurrence.
     internal mutating func removeDuplicateKeys() {
         guard let firstDuplicate = Self.firstDuplicateIndex(pairs) else { return }
-        var result: [Element] = Array(pairs[..<firstDuplicate])
+        var result = Array(pairs[..<firstDuplicate])
         result.reserveCapacity(pairs.count - 1)
         var positions: [UTF8Key: Int] = [:]
         positions.reserveCapacity(pairs.count)
@@ -114,13 +128,13 @@ public struct JSONObject: Sendable, Hashable, Sequence, ExpressibleByDictionaryL
     }
 
     /// Index of the first pair whose key already appeared before it, or nil when keys are unique.
-    internal static func firstDuplicateIndex(_ pairs: [Element]) -> Int? {
+    internal static func firstDuplicateIndex(_ pairs: [Member]) -> Int? {
         let n = pairs.count
         if n < 2 { return nil }
         if n <= 16 {
-            for j in 1..<n {
+            for j in 1 ..< n {
                 let key = pairs[j].key
-                for i in 0..<j where utf8Equal(pairs[i].key, key) {
+                for i in 0 ..< j where utf8Equal(pairs[i].key, key) {
                     return j
                 }
             }

@@ -1,8 +1,16 @@
 /// A strict RFC 8259 JSON parser over raw bytes.
 ///
-/// Rejects comments, trailing commas, single quotes, NaN/Infinity, leading zeros, invalid UTF-8 and raw control
-/// characters in strings, lone surrogate escapes, and anything but whitespace after the value.
-/// Nesting is handled with an explicit stack (no recursion), limited by `maxDepth` (containers, so `[]` is depth 1).
+/// Rejects comments, trailing commas, single quotes, NaN/Infinity, leading zeros, `+1`, `.5`, `1.`, invalid UTF-8
+/// and raw control characters in strings, lone surrogate escapes, and anything but whitespace after the value.
+/// Duplicate object keys: the last value wins, at the position of the first occurrence.
+///
+/// Nesting is parsed with an explicit stack (no recursion), so any input fails or succeeds without touching the
+/// machine stack. `maxDepth` counts containers (`[]` is depth 1, a scalar depth 0); a negative value acts as 0.
+/// Keep it modest: destroying, comparing, hashing and serializing a `JSONValue` recurse once per level, so values
+/// nested tens of thousands of levels deep are not something to accept.
+///
+/// All entry points are thread-safe and allocation-light: strings without escapes are built straight from the
+/// input bytes, integers never go through floating point, and the parser's own stack starts on the machine stack.
 public struct JSONParser {
     public static let defaultMaxDepth = 32
 
@@ -29,8 +37,9 @@ public struct JSONParser {
         return try result.get()
     }
 
-    /// Parses any contiguous byte collection (e.g. `Data`, `ArraySlice<UInt8>`); offsets are relative to its start.
-    public static func parse<Bytes: Sequence<UInt8>>(bytes: Bytes, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
+    /// Parses any byte sequence (e.g. `Data`, `ArraySlice<UInt8>`); offsets are relative to its start.
+    /// Contiguous storage is read in place; anything else is copied first.
+    public static func parse<Bytes: Sequence<UInt8>>(_ bytes: Bytes, maxDepth: Int = defaultMaxDepth) throws(JSONError) -> JSONValue {
         let result = bytes.withContiguousStorageIfAvailable { buffer in
             Result { () throws(JSONError) -> JSONValue in try parse(UnsafeRawBufferPointer(buffer), maxDepth: maxDepth) }
         }
@@ -72,7 +81,15 @@ internal struct Parser {
 
     /// Parses a value that starts with `[` or `{`, iteratively.
     private mutating func parseContainers() throws(JSONError) -> JSONValue {
-        var stack = ContainerStack()
+        try withUnsafeTemporaryAllocation(
+            byteCount: ContainerStack.inlineByteCount, alignment: ContainerStack.inlineAlignment
+        ) { memory throws(JSONError) -> JSONValue in
+            var stack = ContainerStack(memory: memory.baseAddress!)
+            return try parseContainers(using: &stack)
+        }
+    }
+
+    private mutating func parseContainers(using stack: inout ContainerStack) throws(JSONError) -> JSONValue {
         nextValue: while true {
             // Expecting a value at `i` (whitespace already skipped).
             guard i < count else { throw unexpectedEnd() }

@@ -75,7 +75,9 @@ internal struct JSONWriter {
             out.append(.openBrace)
             var first = true
             let pairs = sortedKeys ? object.pairs.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) } : object.pairs
-            for (key, element) in pairs {
+            for member in pairs {
+                let key = member.key
+                let element = member.value
                 if !first { out.append(.comma) }
                 first = false
                 newline(level: level + 1)

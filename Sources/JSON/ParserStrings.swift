@@ -10,7 +10,7 @@ extension Parser {
             if b &- 0x20 < 0x60 {
                 if b == .quote {
                     i = j + 1
-                    return String(decoding: UnsafeBufferPointer(start: base + start, count: j - start), as: UTF8.self)
+                    return Self.makeString(base + start, count: j - start)
                 }
                 if b == .backslash {
                     i = j
@@ -119,5 +119,15 @@ extension Parser {
             value = value << 4 | UInt16(digit)
         }
         return value
+    }
+
+    /// A String from bytes already validated as UTF-8.
+    @inline(__always)
+    static func makeString(_ bytes: UnsafePointer<UInt8>, count: Int) -> String {
+        if count == 0 { return "" }
+        return String(unsafeUninitializedCapacity: count) { buffer in
+            UnsafeMutableRawPointer(buffer.baseAddress!).copyMemory(from: bytes, byteCount: count)
+            return count
+        }
     }
 }

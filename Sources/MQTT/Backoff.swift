@@ -22,37 +22,34 @@ public struct ReconnectBackoff: Sendable, Equatable {
     }
 
     /// The un-jittered delay before retry number `attempt` (0-based): minDelay × 2^attempt, capped at maxDelay.
+    /// Computed by exact doubling, so it never overflows and whole values stay whole.
     public func ceiling(attempt: Int) -> Duration {
-        let exponent = Double(min(max(attempt, 0), 64))
-        let seconds = min(minDelay.seconds * powerOfTwo(exponent), maxDelay.seconds)
-        return .seconds(seconds)
+        var value = minDelay
+        var remaining = attempt
+        while remaining > 0 && value < maxDelay {
+            value = value * 2
+            remaining -= 1
+        }
+        return min(value, maxDelay)
     }
 
     /// The delay before retry number `attempt`, for a `random` in [0, 1).
     public func delay(attempt: Int, random: Double) -> Duration {
         let r = min(max(random, 0), 1)
-        let top = ceiling(attempt: attempt).seconds
-        let raw: Double
+        let top = ceiling(attempt: attempt)
+        let raw: Duration
         switch jitter {
         case .none: raw = top
         case .full: raw = top * r
-        case .equal: raw = top / 2 + top / 2 * r
+        case .equal: raw = top / 2 + (top / 2) * r
         }
-        return .seconds(min(max(raw, minDelay.seconds), maxDelay.seconds))
+        return min(max(raw, minDelay), maxDelay)
     }
 
     /// The delay before retry number `attempt`, drawing the jitter from `generator`.
     public func delay(attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         delay(attempt: attempt, random: Double.random(in: 0..<1, using: &generator))
     }
-}
-
-/// 2^x for a small non-negative whole x, exactly (no libm needed).
-private func powerOfTwo(_ x: Double) -> Double {
-    var result = 1.0
-    var n = Int(x)
-    while n > 0 { result *= 2; n -= 1 }
-    return result
 }
 
 extension Duration {

@@ -191,7 +191,7 @@ public final class MQTTClient: Sendable {
         try await awaitAcknowledgement(context: context) { handle, mid in
             (send(handle, &mid), { .publish($0, topic: topic) })
         }
-        _ = properties  // keeps the property list alive until the publish was queued
+        _ = properties  // a last use: the property list must outlive the locked send above
     }
 
     /// Publishes UTF-8 text.
@@ -214,6 +214,16 @@ public final class MQTTClient: Sendable {
                 state.exitWaiters.append(waiter)
                 if !state.threadRunning { state.finish() }
             }
+        }
+    }
+
+    /// Cuts the TCP connection without DISCONNECT, as a crash or a network failure would: the broker publishes the
+    /// will and the client reconnects. For tests inside this package.
+    package func dropConnectionUncleanly() {
+        core.withState { state in
+            guard let handle = state.handle else { return }
+            let socket = mosquitto_socket(handle.pointer)
+            if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
         }
     }
 

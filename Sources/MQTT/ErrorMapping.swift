@@ -17,7 +17,7 @@ extension MQTTError {
         switch rc {
         case Code.tls, Code.tlsHandshake: return .tls
         case Code.noConnection: return .notConnected
-        case Code.connectionLost, Code.connectionRefused, Code.lookup, 20 /* MOSQ_ERR_LOOKUP */: return .connectionRefused
+        case Code.connectionLost, Code.connectionRefused, Code.addressInfo, Code.lookup: return .connectionRefused
         case Code.errno:
             switch osError {
             case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, ECONNRESET, EPIPE, ENOTCONN: return .connectionRefused

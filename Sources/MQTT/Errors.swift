@@ -57,8 +57,9 @@ public struct MQTTError: Error, Sendable, CustomStringConvertible {
         public static let aclDenied: Int32 = 12
         public static let unknown: Int32 = 13
         public static let errno: Int32 = 14
-        public static let lookup: Int32 = 15
+        public static let addressInfo: Int32 = 15
         public static let keepalive: Int32 = 19
+        public static let lookup: Int32 = 20
         public static let tlsHandshake: Int32 = 23
         public static let timeout: Int32 = 27
     }

@@ -67,7 +67,7 @@ struct NetworkThread: Sendable {
             }
             let rc = mosquitto_loop(handle.pointer, Int32(Self.loopSliceMilliseconds), 1)
             guard rc != 0 else { continue }
-            let lost = MQTTError.library(rc, errno: errno, context: "connection to \(target) lost")
+            let lost = MQTTError.library(rc, errno: errno, context: "connection to \(target) lost", kind: .notConnected)
             core.withState { state in
                 state.transition(to: .reconnecting(reason: lost.description), error: lost)
                 // libmosquitto may still resend an unacknowledged QoS 1/2 message after the reconnect; the caller

@@ -47,8 +47,8 @@ public final class DeviceInfoManager: Sendable {
     }
 
     /// Wi-Fi signal updates as an AsyncSequence; ends when the consuming task is cancelled or the agent stops.
-    public var wifiSignalUpdates: AsyncCompactMapSequence<AsyncStream<DeviceEvent>, SignalReading> {
-        (agent?.events.events(device: deviceId, kinds: .signal) ?? AsyncStream { $0.finish() })
+    public var wifiSignalUpdates: AsyncCompactMapSequence<DeviceEventStream, SignalReading> {
+        (agent?.events ?? EventHub.finished).events(device: deviceId, kinds: .signal)
             .compactMap { event in
                 if case .signalUpdated(_, let wifi?, _) = event { return wifi }
                 return nil

@@ -173,7 +173,9 @@ struct ParserValidTests {
             try JSONParser.parse(buffer)
         }
         let slice = Array("xx\(text)yy".utf8).dropFirst(2).dropLast(2)
-        let fromSlice = try JSONParser.parse(bytes: slice)
+        let fromSlice = try JSONParser.parse(slice)
+        let fromSequence = try JSONParser.parse(text.utf8)
+        #expect(fromString == fromSequence)
         #expect(fromString == fromBytes)
         #expect(fromString == fromPointer)
         #expect(fromString == fromSlice)

@@ -79,12 +79,19 @@ func connectedClient(
     return client
 }
 
-/// Runs `body` and returns the MQTTError it threw (nil when it did not throw).
-func mqttError(_ body: () async throws(MQTTError) -> Void) async -> MQTTError? {
+/// Runs `body` and returns the MQTTError it threw (nil when it did not throw or threw something else).
+func mqttError(_ body: () async throws -> Void) async -> MQTTError? {
     do {
         try await body()
         return nil
     } catch {
-        return error
+        return error as? MQTTError
     }
+}
+
+/// A thread-safe boolean to share with tasks and handlers.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

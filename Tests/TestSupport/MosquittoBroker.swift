@@ -9,8 +9,10 @@ public final class MosquittoBroker: Sendable {
     public struct Options: Sendable {
         /// Non-empty: a password file with these users, and anonymous clients refused.
         public var users: [String: String] = [:]
-        /// Adds a TLS listener (client certificates required) with certificates made by openssl for this broker.
+        /// Adds a TLS listener with certificates made by openssl for this broker.
         public var tls: Bool = false
+        /// Whether the TLS listener demands a client certificate signed by the test CA.
+        public var requireClientCertificate: Bool = true
         /// Keeps sessions and retained messages in a database that survives `restart()`; it is saved every second
         /// (a killed broker writes nothing at exit).
         public var persistence: Bool = false
@@ -126,13 +128,17 @@ public final class MosquittoBroker: Sendable {
             "set_tcp_nodelay true",
             "listener \(port) 127.0.0.1",
         ]
+        if geteuid() == 0 {
+            // Started as root, mosquitto drops to user "mosquitto", which cannot read this private temp directory.
+            lines.append("user root")
+        }
         if let tlsPort, let certificates {
             lines += [
                 "listener \(tlsPort) 127.0.0.1",
                 "cafile \(certificates.caFile)",
                 "certfile \(certificates.serverCertFile)",
                 "keyfile \(certificates.serverKeyFile)",
-                "require_certificate true",
+                "require_certificate \(options.requireClientCertificate)",
             ]
         }
         if options.users.isEmpty {

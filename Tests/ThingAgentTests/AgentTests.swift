@@ -157,7 +157,8 @@ struct AgentTests {
                 }
                 try await waitUntil { fastCount.load(ordering: .relaxed) == 100 }
                 #expect(agent.cache.device("busy")?.properties["n"]?.value == 100)
-                #expect(agent.events.dropped >= 100 - 8 - 1)
+                // The stuck listener took its first batch (a few events), then 8 queued; the rest were dropped.
+                #expect((100 - 8 - 10)...(100 - 8 - 1) ~= agent.events.dropped)
                 #expect(blocked.withLock { $0 })
                 stuck.cancel()
                 fast.cancel()

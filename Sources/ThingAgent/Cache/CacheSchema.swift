@@ -36,6 +36,12 @@ enum CacheSchema {
                 updated_at  INTEGER NOT NULL
             );
             """),
+        Migration(version: 2, name: "journal bookkeeping", sql: """
+            CREATE TABLE meta (
+                key   TEXT PRIMARY KEY NOT NULL,
+                value INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            """),
     ]
 
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.

@@ -39,19 +39,39 @@ final class CacheStore {
             """)
     }
 
-    /// Writes the parts of `device` that `changes` names. The caller wraps calls in a transaction.
-    func write(_ device: DeviceSnapshot, _ changes: AppliedChanges) throws {
+    /// Writes a device's row and the named properties (and its transfer). The caller wraps calls in a transaction.
+    func write(_ device: DeviceSnapshot, properties codes: some Sequence<String>, transfer: Bool) throws {
         try writeDevice(device)
-        for change in changes.properties {
+        for code in codes {
+            guard let property = device.properties[code] else { continue }
             try upsertProperty.bind(device.id, at: 1)
-            try upsertProperty.bind(change.code, at: 2)
-            try upsertProperty.bind(change.value.serialized(), at: 3)
-            try upsertProperty.bind(change.time, at: 4)
+            try upsertProperty.bind(code, at: 2)
+            try upsertProperty.bind(property.value.serialized(), at: 3)
+            try upsertProperty.bind(property.time, at: 4)
             try upsertProperty.run()
         }
-        if let transfer = changes.transfer {
-            try writeTransfer(transfer)
+        if transfer, let info = device.transfer {
+            try writeTransfer(info)
         }
+    }
+
+    /// Where the journal stands in SQLite: its generation and the offset up to which its records are applied.
+    func journalPosition() throws -> (generation: UInt64, applied: Int64) {
+        let rows = try database.query("SELECT key, value FROM meta WHERE key IN ('journal_generation', 'journal_applied')")
+        var generation: UInt64 = 0, applied: Int64 = 0
+        for row in rows {
+            if row.string("key") == "journal_generation" { generation = UInt64(row.int("value") ?? 0) }
+            if row.string("key") == "journal_applied" { applied = row.int("value") ?? 0 }
+        }
+        return (generation, applied)
+    }
+
+    /// Records the journal position; part of the flusher's transaction, so it moves with the data it covers.
+    func setJournalPosition(generation: UInt64, applied: Int64) throws {
+        try database.run("""
+            INSERT INTO meta (key, value) VALUES ('journal_generation', ?), ('journal_applied', ?)
+            ON CONFLICT(key) DO UPDATE SET value = excluded.value
+            """, [.integer(Int64(generation)), .integer(applied)])
     }
 
     func writeDevice(_ device: DeviceSnapshot) throws {

@@ -1,17 +1,40 @@
+import Dispatch
 import Synchronization
 
-/// The one way the cache changes: apply to a copy, commit to SQLite, then publish in memory and to listeners.
-/// Memory never runs ahead of the disk, so a failed write leaves both as they were.
+/// The one way the cache changes. On the receive path: journal the raw message (durable against a killed process),
+/// apply it to the device's snapshot in place, mark what changed as dirty, tell listeners. SQLite gets the dirty
+/// devices later, in one transaction per batch, with the journal position it covers (`flush()`).
+/// Memory never runs ahead of the journal, and SQLite plus the journal's tail always hold everything applied.
 final class CacheWriter: Sendable {
     let cache: DeviceCache
     let hub: EventHub
-    /// The store, and the lock that makes read-modify-write of a snapshot atomic across writers
-    /// (the receive thread, timers, edits from the library).
-    /// nil for a memory-only cache (`thing-agent watch`, which must not write the daemon's file).
-    private let store: Mutex<CacheStore?>
 
-    init(store: sending CacheStore?, cache: DeviceCache, hub: EventHub) {
+    /// What changed per device since the last flush.
+    struct Dirty: Sendable {
+        var properties: Set<String> = []
+        var transfer = false
+
+        mutating func mark(_ changes: AppliedChanges) {
+            for change in changes.properties { properties.insert(change.code) }
+            if changes.transfer != nil { transfer = true }
+        }
+    }
+
+    private struct IngestState: ~Copyable {
+        var journal: Journal?
+        var dirty: [String: Dirty] = [:]
+    }
+
+    /// Serializes every change: journal append, in-place apply, dirty marking, and the flusher's consistent cut.
+    private let ingest: Mutex<IngestState>
+    /// The SQLite side; nil for a memory-only cache (`thing-agent watch` must not write the daemon's file).
+    private let store: Mutex<CacheStore?>
+    /// Wakes the flusher when the dirty set stops being empty.
+    let dirtySignal = DispatchSemaphore(value: 0)
+
+    init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub) {
         self.store = Mutex(store)
+        self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
         self.hub = hub
     }
@@ -21,21 +44,97 @@ final class CacheWriter: Sendable {
         case unchanged
     }
 
-    /// Applies `message` to `deviceId`'s snapshot (creating the device on its first valid message).
-    func apply(_ message: InboundMessage, to deviceId: String, now: Millis) throws -> Outcome {
-        let (snapshot, changes, isNew) = try store.withLock { store throws -> (DeviceSnapshot, AppliedChanges, Bool) in
-            let existing = cache.device(deviceId)
-            var snapshot = existing ?? DeviceSnapshot(id: deviceId, seenAt: now)
-            let changes = try snapshot.apply(message, now: now)
-            guard !changes.isEmpty || existing == nil else { return (snapshot, changes, false) }
-            try store?.database.transaction(.immediate) {
-                try store?.write(snapshot, changes)
+    /// Applies `message` to `deviceId` (creating the device on its first valid message). `raw` is journaled first
+    /// when given; replays of the journal pass nil.
+    func apply(_ message: InboundMessage, to deviceId: String, now: Millis,
+               raw: (topic: String, payload: [UInt8])? = nil) throws -> Outcome {
+        let wantsEvents = hub.hasListeners
+        let (outcome, events, wake) = try ingest.withLock { state throws -> (Outcome, [DeviceEvent], Bool) in
+            if let raw, let journal = state.journal {
+                try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
             }
-            cache.store(snapshot)
-            return (snapshot, changes, existing == nil)
+            let applied = try cache.mutate(deviceId, create: { DeviceSnapshot(id: deviceId, seenAt: now) }) {
+                device, isNew -> (AppliedChanges, Bool, [DeviceEvent]) in
+                let changes = try device.apply(message, now: now)
+                let events = wantsEvents && !changes.isEmpty ? changes.events(for: device) : []
+                return (changes, isNew, events)
+            }
+            guard let (changes, isNew, events) = applied, !changes.isEmpty || isNew else {
+                return (.unchanged, [], false)
+            }
+            let wasClean = state.dirty.isEmpty
+            state.dirty[deviceId, default: Dirty()].mark(changes)
+            return (.changed(changes), events, wasClean)
         }
-        guard !changes.isEmpty || isNew else { return .unchanged }
-        hub.publish(changes.events(for: snapshot))
-        return .changed(changes)
+        if wake { dirtySignal.signal() }
+        hub.publish(events)
+        return outcome
+    }
+
+    var hasDirty: Bool { ingest.withLock { !$0.dirty.isEmpty } }
+
+    /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers.
+    /// On failure the dirty marks are kept for the next try.
+    func flush() throws {
+        let (devices, dirty, position) = ingest.withLock { state -> ([DeviceSnapshot], [String: Dirty], (UInt64, Int64)?) in
+            let dirty = state.dirty
+            state.dirty = [:]
+            let position = state.journal.map { ($0.generation, $0.end) }
+            return (cache.devices(dirty.keys), dirty, position)
+        }
+        guard !dirty.isEmpty else { return }
+        do {
+            try store.withLock { store in
+                guard let store else { return }
+                try store.database.transaction(.immediate) {
+                    for device in devices {
+                        let marks = dirty[device.id] ?? Dirty()
+                        try store.write(device, properties: marks.properties, transfer: marks.transfer)
+                    }
+                    if let (generation, applied) = position {
+                        try store.setJournalPosition(generation: generation, applied: applied)
+                    }
+                }
+            }
+        } catch {
+            ingest.withLock { state in
+                for (id, marks) in dirty {
+                    var merged = state.dirty[id] ?? Dirty()
+                    merged.properties.formUnion(marks.properties)
+                    merged.transfer = merged.transfer || marks.transfer
+                    state.dirty[id] = merged
+                }
+            }
+            throw error
+        }
+    }
+
+    /// Empties the journal once SQLite holds everything in it and it has grown past `threshold` bytes.
+    /// Holds the ingest lock throughout, so no record can slip in between the check and the reset.
+    func compactJournal(threshold: Int64) throws {
+        try ingest.withLock { state in
+            guard let journal = state.journal, journal.end > threshold, state.dirty.isEmpty else { return }
+            try store.withLock { store in
+                let next = journal.generation + 1
+                // SQLite learns of the new generation first: a crash before the reset leaves an older file,
+                // which start-up then knows it has already applied.
+                try store?.setJournalPosition(generation: next, applied: Int64(Journal.headerSize))
+                try journal.reset(generation: next)
+            }
+        }
+    }
+
+    /// Replays the journal records SQLite has not seen (start-up), through `apply`; returns how many were read.
+    func replayJournal(_ body: (Journal.Record) -> Void) throws -> Int {
+        let records = try ingest.withLock { state throws -> [Journal.Record] in
+            guard let journal = state.journal else { return [] }
+            let stored: (generation: UInt64, applied: Int64)? = try store.withLock { try $0?.journalPosition() }
+            let position = stored ?? (generation: 0, applied: 0)
+            if journal.generation < position.generation { return [] }
+            let from = journal.generation == position.generation ? position.applied : 0
+            return journal.records(from: from).map(\.record)
+        }
+        records.forEach(body)
+        return records.count
     }
 }

@@ -25,6 +25,26 @@ public final class DeviceCache: Sendable {
         devices.withLock { $0.values.filter { $0.info.gatewayId == gateway } }.sorted { $0.id < $1.id }
     }
 
+    /// Changes one device in place (no copy of its snapshot), creating it when `create` gives one.
+    /// A body that throws leaves the device as it was (and does not create it).
+    func mutate<R>(_ id: String, create: () -> DeviceSnapshot?,
+                   _ body: (inout DeviceSnapshot, _ isNew: Bool) throws -> R) throws -> R? {
+        try devices.withLock { devices -> R? in
+            if let index = devices.index(forKey: id) {
+                return try body(&devices.values[index], false)
+            }
+            guard var created = create() else { return nil }
+            let result = try body(&created, true)
+            devices[id] = created
+            return result
+        }
+    }
+
+    /// Copies of the named devices, for the flusher.
+    func devices(_ ids: some Sequence<String>) -> [DeviceSnapshot] {
+        devices.withLock { devices in ids.compactMap { devices[$0] } }
+    }
+
     func store(_ snapshot: DeviceSnapshot) {
         devices.withLock { $0[snapshot.id] = snapshot }
     }

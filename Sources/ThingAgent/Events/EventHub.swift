@@ -4,13 +4,19 @@ import Synchronization
 ///
 /// Every listener has its own bounded queue. Publishing never waits: when a listener's queue is full the event is
 /// dropped for that listener alone and counted, so a slow or failing listener never blocks ingest or the others.
+///
+/// The receive path only appends to one pending list; a dispatcher task fans the list out to the listeners. It
+/// gathers for `coalescing` after a wake-up, so under load one wake-up carries many events instead of every
+/// message waking a thread (which costs more than decoding it); when idle it sleeps without a timer.
 public final class EventHub: Sendable {
     public static let defaultQueueLimit = 1024
+    /// How long the dispatcher lets a burst gather; the latency it adds to an event at most.
+    public static let coalescing: Duration = .microseconds(200)
 
     private struct Entry: Sendable {
         let device: String?
         let kinds: DeviceEventKinds
-        let continuation: AsyncStream<DeviceEvent>.Continuation
+        let channel: EventChannel
     }
 
     private struct State: ~Copyable {
@@ -19,10 +25,29 @@ public final class EventHub: Sendable {
         var byDevice: [String: [UInt64: Entry]] = [:]
     }
 
+    private struct Pending: ~Copyable {
+        var events: [DeviceEvent] = []
+        var waiter: CheckedContinuation<Void, Never>?
+        var dispatcher: Task<Void, Never>?
+        var finished = false
+    }
+
     private let state = Mutex(State())
+    private let pending = Mutex(Pending())
     private let droppedCount = Atomic<Int>(0)
+    private let registered = Atomic<Int>(0)
 
     public init() {}
+
+    /// A hub that has stopped: its streams end at once (for managers without an agent).
+    static let finished: EventHub = {
+        let hub = EventHub()
+        hub.finishAll()
+        return hub
+    }()
+
+    /// Whether anyone listens; the receive path builds no events when nobody does.
+    var hasListeners: Bool { registered.load(ordering: .relaxed) > 0 }
 
     /// Events dropped because a listener's queue was full.
     public var dropped: Int { droppedCount.load(ordering: .relaxed) }
@@ -35,12 +60,11 @@ public final class EventHub: Sendable {
     /// An ordered stream of the events for one device (or, with nil, the whole fleet).
     /// The registration ends when the stream is dropped or its consuming task is cancelled.
     public func events(device: String? = nil, kinds: DeviceEventKinds = .all,
-                       queueLimit: Int = EventHub.defaultQueueLimit) -> AsyncStream<DeviceEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: DeviceEvent.self, bufferingPolicy: .bufferingOldest(max(1, queueLimit)))
+                       queueLimit: Int = EventHub.defaultQueueLimit) -> DeviceEventStream {
+        let channel = EventChannel(limit: queueLimit)
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
-            let entry = Entry(device: device, kinds: kinds, continuation: continuation)
+            let entry = Entry(device: device, kinds: kinds, channel: channel)
             if let device {
                 state.byDevice[device, default: [:]][state.nextID] = entry
             } else {
@@ -48,8 +72,12 @@ public final class EventHub: Sendable {
             }
             return state.nextID
         }
-        continuation.onTermination = { [weak self] _ in self?.remove(id, device: device) }
-        return stream
+        registered.add(1, ordering: .relaxed)
+        startDispatcher()
+        if pending.withLock({ $0.finished }) { channel.finish() }
+        return DeviceEventStream(registration: .init(channel: channel) { [weak self] in
+            self?.remove(id, device: device)
+        })
     }
 
     /// Calls `handler` for each matching event, in order, on a task of its own. Keep the token: releasing or
@@ -65,28 +93,81 @@ public final class EventHub: Sendable {
         })
     }
 
-    /// Sends events to the matching listeners. Never blocks; called on the ingest path.
+    /// Queues events for the listeners. Never blocks; called on the receive path.
     func publish(_ events: [DeviceEvent]) {
         guard !events.isEmpty else { return }
-        let targets = state.withLock { state -> [Entry] in
-            var targets = Array(state.fleet.values)
-            if let device = events.first?.deviceId, let entries = state.byDevice[device] {
-                targets.append(contentsOf: entries.values)
-            }
-            return targets
+        let waiter = pending.withLock { pending -> CheckedContinuation<Void, Never>? in
+            guard !pending.finished else { return nil }
+            pending.events.append(contentsOf: events)
+            defer { pending.waiter = nil }
+            return pending.waiter
         }
-        for event in events {
-            for entry in targets where entry.kinds.contains(event.kind) {
-                if entry.device != nil && entry.device != event.deviceId { continue }
-                if case .dropped = entry.continuation.yield(event) {
-                    droppedCount.add(1, ordering: .relaxed)
-                }
-            }
+        waiter?.resume()
+    }
+
+    private func startDispatcher() {
+        pending.withLock { pending in
+            guard pending.dispatcher == nil, !pending.finished else { return }
+            pending.dispatcher = Task { [weak self] in await self?.dispatch() }
         }
     }
 
-    /// Ends every stream (the agent is stopping).
+    /// The dispatcher: wait for events, let a burst gather, fan the batch out, repeat.
+    private func dispatch() async {
+        while true {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let resumeNow = pending.withLock { pending -> Bool in
+                    if pending.finished || !pending.events.isEmpty { return true }
+                    pending.waiter = waiter
+                    return false
+                }
+                if resumeNow { waiter.resume() }
+            }
+            guard !pending.withLock({ $0.finished }) else { return }
+            try? await Task.sleep(for: Self.coalescing)
+            let batch = pending.withLock { pending -> [DeviceEvent] in
+                defer { pending.events.removeAll(keepingCapacity: true) }
+                return pending.events
+            }
+            deliver(batch)
+        }
+    }
+
+    private func deliver(_ events: [DeviceEvent]) {
+        guard !events.isEmpty else { return }
+        let (fleet, byDevice) = state.withLock { ($0.fleet, $0.byDevice) }
+        var dropped = 0
+        for entry in fleet.values {
+            dropped += entry.channel.send(events.lazy.filter { entry.kinds.contains($0.kind) })
+        }
+        if !byDevice.isEmpty {
+            var perDevice: [String: [DeviceEvent]] = [:]
+            for event in events where byDevice[event.deviceId] != nil {
+                perDevice[event.deviceId, default: []].append(event)
+            }
+            for (device, list) in perDevice {
+                for entry in byDevice[device]?.values ?? [:].values {
+                    dropped += entry.channel.send(list.lazy.filter { entry.kinds.contains($0.kind) })
+                }
+            }
+        }
+        if dropped > 0 { droppedCount.add(dropped, ordering: .relaxed) }
+    }
+
+    /// Delivers what is pending, then ends every stream (the agent is stopping).
     func finishAll() {
+        let (batch, waiter, dispatcher) = pending.withLock { pending in
+            pending.finished = true
+            defer {
+                pending.events = []
+                pending.waiter = nil
+                pending.dispatcher = nil
+            }
+            return (pending.events, pending.waiter, pending.dispatcher)
+        }
+        deliver(batch)
+        waiter?.resume()
+        dispatcher?.cancel()
         let entries = state.withLock { state -> [Entry] in
             defer {
                 state.fleet.removeAll()
@@ -94,18 +175,19 @@ public final class EventHub: Sendable {
             }
             return Array(state.fleet.values) + state.byDevice.values.flatMap(\.values)
         }
-        entries.forEach { $0.continuation.finish() }
+        registered.subtract(entries.count, ordering: .relaxed)
+        entries.forEach { $0.channel.finish() }
     }
 
     private func remove(_ id: UInt64, device: String?) {
-        state.withLock { state in
+        let removed = state.withLock { state -> Bool in
             if let device {
-                state.byDevice[device]?[id] = nil
-                if state.byDevice[device]?.isEmpty == true { state.byDevice[device] = nil }
-            } else {
-                state.fleet[id] = nil
+                defer { if state.byDevice[device]?.isEmpty == true { state.byDevice[device] = nil } }
+                return state.byDevice[device]?.removeValue(forKey: id) != nil
             }
+            return state.fleet.removeValue(forKey: id) != nil
         }
+        if removed { registered.subtract(1, ordering: .relaxed) }
     }
 }
 

@@ -29,6 +29,7 @@ public final class Agent: Sendable {
     let tracker: RequestTracker
     let ingestor: Ingestor
     let offlineWatch: OfflineWatch
+    let flusher: CacheFlusher
     let client: MQTTClient
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
@@ -49,14 +50,37 @@ public final class Agent: Sendable {
             cache = DeviceCache(try opened.loadAll())
             store = opened
         }
-        writer = CacheWriter(store: store, cache: cache, hub: events)
+        // Only the service journals: it is the one process that acknowledges reports to the broker. Not
+        // "-journal": that name is SQLite's own rollback journal, which SQLite would try to roll back.
+        let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
+        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events)
+        flusher = CacheFlusher(writer: writer, logger: logger)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events)
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
                                 offline: role == .service ? offlineWatch : nil, logger: logger)
         self.ingestor = ingestor
-        client = try MQTTClient(configuration: Self.mqttConfiguration(configuration, role: role),
-                                streamMessages: false) { message in ingestor.handle(message) }
+        // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
+        let replayed = try writer.replayJournal { ingestor.replay($0) }
+        try writer.flush()
+        try writer.compactJournal(threshold: 0)
+        ingestor.counters.reset()
+        if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
+        client = try MQTTClient(
+            configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
+            onMessage: { message in ingestor.handle(message) },
+            onStateChange: { state, error in
+                switch state {
+                case .reconnecting(let reason):
+                    logger.warning("connection lost; reconnecting", metadata: ["reason": reason])
+                case .connected:
+                    logger.debug("connected", metadata: ["broker": configuration.broker])
+                case .stopped:
+                    if let error { logger.error("stopped: \(error)") }
+                default:
+                    break
+                }
+            })
     }
 
     /// Counters of the receive path.
@@ -66,6 +90,7 @@ public final class Agent: Sendable {
 
     /// Connects and subscribes. Throws a clear error when the broker cannot be used.
     public func start() async throws {
+        flusher.start()
         try await client.connect()
         let filters: [(String, QoS)] = switch role {
         case .service, .observer: topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
@@ -81,16 +106,39 @@ public final class Agent: Sendable {
     }
 
     /// Starts, works until the calling task is cancelled, then stops gracefully.
+    /// The service waits for a broker that is not up yet (retrying with backoff); refused credentials or a TLS
+    /// set-up that cannot work end `run()` with the error at once.
     public func run() async throws {
-        try await start()
-        await withTaskCancellationHandler {
-            if role == .service {
-                await offlineWatch.run()
-            } else {
-                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-            }
-        } onCancel: {}
+        do {
+            try await startWhenBrokerIsUp()
+        } catch {
+            await stop()
+            throw error
+        }
+        if role == .service {
+            await offlineWatch.run()
+        } else {
+            while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+        }
         await stop()
+    }
+
+    private func startWhenBrokerIsUp() async throws {
+        var delay = max(0.1, configuration.reconnectMinDelay)
+        while true {
+            do {
+                return try await start()
+            } catch let error as MQTTError where role == .service && Self.isTransient(error) {
+                logger.warning("broker not reachable; retrying in \(String(format: "%.1f", delay)) s",
+                               metadata: ["broker": configuration.broker, "error": "\(error)"])
+                try await Task.sleep(for: .seconds(delay))
+                delay = min(max(configuration.reconnectMaxDelay, 0.1), delay * 2)
+            }
+        }
+    }
+
+    private static func isTransient(_ error: MQTTError) -> Bool {
+        error.kind == .connectionRefused || error.kind == .timeout
     }
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
@@ -100,10 +148,17 @@ public final class Agent: Sendable {
                                       qos: .atLeastOnce, retain: true)
         }
         await client.disconnect()
+        flusher.stop()
         tracker.cancelAll()
         events.finishAll()
         // A short-lived CLI client stopping is not news on every command's stderr.
         logger.log(role == .service ? .info : .debug, "stopped")
+    }
+
+    /// Feeds a message to the receive path as if the broker had delivered it (benchmarks and tests of the
+    /// receive path without a network in between).
+    package func receive(_ message: MQTTMessage) {
+        ingestor.handle(message)
     }
 
     // MARK: requests

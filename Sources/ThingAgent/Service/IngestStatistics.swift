@@ -28,14 +28,32 @@ public struct IngestStatistics: Sendable, Equatable {
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
 }
 
-/// The live counters behind `IngestStatistics`; one uncontended lock per message.
+/// The live counters behind `IngestStatistics`: lock-free, since the receive path bumps two per message.
 final class IngestCounters: Sendable {
-    private let stats = Mutex(IngestStatistics())
+    private let received = Atomic<Int>(0)
+    private let applied = Atomic<Int>(0)
+    private let unchanged = Atomic<Int>(0)
+    private let drops = Mutex<[DropReason: Int]>([:])
 
-    func countReceived() { stats.withLock { $0.received += 1 } }
-    func countApplied() { stats.withLock { $0.applied += 1 } }
-    func countUnchanged() { stats.withLock { $0.unchanged += 1 } }
-    func countDrop(_ reason: DropReason) { stats.withLock { $0.dropped[reason, default: 0] += 1 } }
+    func countReceived() { received.add(1, ordering: .relaxed) }
+    func countApplied() { applied.add(1, ordering: .relaxed) }
+    func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
+    /// Drops are rare; a lock is fine there.
+    func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
 
-    var snapshot: IngestStatistics { stats.withLock { $0 } }
+    var snapshot: IngestStatistics {
+        var stats = IngestStatistics()
+        stats.received = received.load(ordering: .relaxed)
+        stats.applied = applied.load(ordering: .relaxed)
+        stats.unchanged = unchanged.load(ordering: .relaxed)
+        stats.dropped = drops.withLock { $0 }
+        return stats
+    }
+
+    func reset() {
+        received.store(0, ordering: .relaxed)
+        applied.store(0, ordering: .relaxed)
+        unchanged.store(0, ordering: .relaxed)
+        drops.withLock { $0 = [:] }
+    }
 }

@@ -23,7 +23,16 @@ final class Ingestor: Sendable {
 
     func handle(_ message: MQTTMessage) {
         counters.countReceived()
-        let now = Timestamp.now()
+        process(topic: message.topic, payload: message.payload, arrival: Timestamp.now(), journal: true)
+    }
+
+    /// Re-applies a journaled message at start-up (not journaled again, not counted as received).
+    func replay(_ record: Journal.Record) {
+        process(topic: record.topic, payload: record.payload, arrival: record.arrival, journal: false)
+    }
+
+    private func process(topic: String, payload: [UInt8], arrival now: Millis, journal: Bool) {
+        let message = (topic: topic, payload: payload)
         let device: String
         let kind: InboundKind
         do {
@@ -46,21 +55,23 @@ final class Ingestor: Sendable {
             drop(.malformed, message.topic, (error as? PayloadError)?.reason ?? "\(error)", now: now)
             return
         }
+        let raw = journal ? message : nil
         if case .response(let response) = decoded, case .response(let request) = kind {
-            handleResponse(response, to: request, from: device, topic: message.topic, now: now)
+            handleResponse(response, to: request, from: device, topic: message.topic, now: now, raw: raw)
             return
         }
-        apply(decoded, to: device, topic: message.topic, now: now)
+        apply(decoded, to: device, topic: message.topic, now: now, raw: raw)
     }
 
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,
-                                topic: String, now: Millis) {
+                                topic: String, now: Millis, raw: (topic: String, payload: [UInt8])?) {
         // A successful info/get answer is an info report, whoever asked for it.
         if request == .getInfo, response.code == 0, let data = response.data?.objectValue {
-            apply(.info(data, time: response.time), to: device, topic: topic, now: now)
+            apply(.info(data, time: response.time), to: device, topic: topic, now: now, raw: raw)
         } else {
             counters.countUnchanged()
         }
+        guard raw != nil else { return }  // a replayed answer has no request waiting any more
         switch tracker.resolve(deviceId: device, kind: request, response) {
         case .delivered:
             break
@@ -79,9 +90,10 @@ final class Ingestor: Sendable {
         }
     }
 
-    private func apply(_ message: InboundMessage, to device: String, topic: String, now: Millis) {
+    private func apply(_ message: InboundMessage, to device: String, topic: String, now: Millis,
+                       raw: (topic: String, payload: [UInt8])?) {
         do {
-            switch try writer.apply(message, to: device, now: now) {
+            switch try writer.apply(message, to: device, now: now, raw: raw) {
             case .changed(let changes):
                 counters.countApplied()
                 if let online = changes.status { offline?.statusChanged(device, online: online, now: now) }

@@ -50,7 +50,7 @@ enum WatchCommand: Command {
 
 /// The full-screen view: alternate screen, raw keyboard, redrawn at most a few times a second.
 final class TerminalScreen: Sendable {
-    func run(agent: Agent, updates: AsyncStream<DeviceEvent>, broker: String) async {
+    func run(agent: Agent, updates: DeviceEventStream, broker: String) async {
         var saved = termios()
         tcgetattr(STDIN_FILENO, &saved)
         var raw = saved

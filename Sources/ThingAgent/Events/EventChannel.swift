@@ -1,0 +1,116 @@
+import Synchronization
+
+/// One listener's bounded queue. The dispatcher hands it whole batches (one lock, at most one wake-up per batch);
+/// the listener takes everything queued at once. When full, new events are dropped for this listener alone.
+///
+/// Hand-written rather than `AsyncStream` because the stream's per-element hand-off (a continuation per element,
+/// an O(n) removal from the front of its buffer) cost more than decoding the message that caused the event.
+final class EventChannel: Sendable {
+    private struct State: ~Copyable {
+        var buffer: [DeviceEvent] = []
+        var waiter: CheckedContinuation<Void, Never>?
+        var finished = false
+    }
+
+    let limit: Int
+    private let state = Mutex(State())
+
+    init(limit: Int) {
+        self.limit = max(1, limit)
+    }
+
+    /// Queues what fits; returns how many events were dropped.
+    func send(_ events: some Collection<DeviceEvent>) -> Int {
+        guard !events.isEmpty else { return 0 }
+        let (waiter, dropped) = state.withLock { state -> (CheckedContinuation<Void, Never>?, Int) in
+            guard !state.finished else { return (nil, 0) }
+            let room = max(0, limit - state.buffer.count)
+            state.buffer.append(contentsOf: events.prefix(room))
+            defer { state.waiter = nil }
+            return (state.waiter, events.count - min(room, events.count))
+        }
+        waiter?.resume()
+        return dropped
+    }
+
+    func finish() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Everything queued, waiting while there is nothing; nil once finished (or the task is cancelled) and drained.
+    func take() async -> [DeviceEvent]? {
+        while true {
+            let (batch, finished) = state.withLock { state -> ([DeviceEvent], Bool) in
+                defer { state.buffer = [] }
+                return (state.buffer, state.finished)
+            }
+            if !batch.isEmpty { return batch }
+            if finished || Task.isCancelled { return nil }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                    let resumeNow = state.withLock { state -> Bool in
+                        if state.finished || !state.buffer.isEmpty { return true }
+                        state.waiter = waiter
+                        return false
+                    }
+                    if resumeNow { waiter.resume() }
+                }
+            } onCancel: {
+                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }
+                waiter?.resume()
+            }
+        }
+    }
+}
+
+/// The events of one registration, in order, as an AsyncSequence. The registration ends when the sequence and its
+/// iterator are released, or when the consuming task is cancelled.
+public struct DeviceEventStream: AsyncSequence, Sendable {
+    public typealias Element = DeviceEvent
+
+    final class Registration: Sendable {
+        let channel: EventChannel
+        let onEnd: @Sendable () -> Void
+
+        init(channel: EventChannel, onEnd: @escaping @Sendable () -> Void) {
+            self.channel = channel
+            self.onEnd = onEnd
+        }
+
+        deinit {
+            channel.finish()
+            onEnd()
+        }
+    }
+
+    let registration: Registration
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let registration: Registration
+        var batch: [DeviceEvent] = []
+        var index = 0
+
+        public mutating func next() async -> DeviceEvent? {
+            if index < batch.count {
+                defer { index += 1 }
+                return batch[index]
+            }
+            guard let next = await registration.channel.take() else { return nil }
+            batch = next
+            index = 1
+            return next[0]
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(registration: registration)
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+import MQTT
+import Synchronization
+import TestSupport
+import ThingAgent
+
+/// Ingest: how fast the agent drains a backlog of reports queued for its persistent session (decoded, durably
+/// cached, dispatched to a listener), against `mosquitto_sub` (raw libmosquitto) draining the same backlog.
+struct IngestBenchmark {
+    let broker: MosquittoBroker
+    let directory: String
+
+    /// Messages per second, and CPU microseconds the receiving client spent per message.
+    func rawClient(_ messages: [(topic: String, payload: [UInt8])], filter: String, qos: QoS) async throws -> (Double, Double) {
+        let id = "raw-\(UInt32.random(in: 0...UInt32.max))"
+        let common = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-i", id, "-c", "-q", "\(qos.rawValue)", "-t", filter]
+        // Make the session, queue the backlog, then time the drain.
+        _ = try await runCommand("/usr/bin/mosquitto_sub", common + ["-E"])
+        try await Publisher(url: broker.url).publish(messages, qos: qos)
+        let cpu = Measure.cpuSeconds(children: true)
+        let seconds = try await Measure.seconds {
+            let result = try await runCommand("/usr/bin/mosquitto_sub", common + ["-C", "\(messages.count)"],
+                                              timeout: .seconds(60))
+            guard result.status == 0 else { throw BenchError("mosquitto_sub failed: \(result.stderr)") }
+        }
+        let used = Measure.cpuSeconds(children: true) - cpu
+        return (Double(messages.count) / seconds, used / Double(messages.count) * 1e6)
+    }
+
+    func agent(_ messages: [(topic: String, payload: [UInt8])], qos: QoS) async throws -> (Double, Double) {
+        var configuration = AgentConfiguration()
+        configuration.broker = broker.url
+        configuration.database = directory + "/ingest-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.clientID = "bench-agent-\(UInt32.random(in: 0...UInt32.max))"
+        // Make the persistent session, then stop: the backlog is queued for it.
+        let first = try Agent(configuration: configuration)
+        try await first.start()
+        await first.stop()
+        try await Publisher(url: broker.url).publish(messages, qos: qos)
+
+        let agent = try Agent(configuration: configuration)
+        if let pause = ProcessInfo.processInfo.environment["BENCH_PAUSE_BEFORE_DRAIN"].flatMap(Double.init) {
+            // Lets a profiler attach to just the drain: `perf record -p <pid>` during the pause.
+            FileHandle.standardError.write(Data("  draining in \(pause) s (pid \(getpid()))\n".utf8))
+            try await Task.sleep(for: .seconds(pause))
+        }
+        let dispatched = Atomic<Int>(0)
+        let token = agent.events.addListener(kinds: [.properties, .signal]) { _ in
+            dispatched.add(1, ordering: .relaxed)
+        }
+        let cpu = Measure.cpuSeconds()
+        let seconds = try await Measure.seconds {
+            try await agent.start()
+            while agent.statistics.received < messages.count {
+                try await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        let used = Measure.cpuSeconds() - cpu
+        let stats = agent.statistics
+        token.cancel()
+        await agent.stop()
+        if stats.droppedTotal > 0 { print("  warning: the agent dropped \(stats.dropped)") }
+        return (Double(messages.count) / seconds, used / Double(messages.count) * 1e6)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import MQTT
+
+/// Publishes a prepared list of messages as fast as the broker takes them: QoS 1 with a window of publishes
+/// in flight, so the publisher is never what a benchmark measures.
+struct Publisher {
+    let url: String
+
+    func publish(_ messages: [(topic: String, payload: [UInt8])], qos: QoS, window: Int = 512) async throws {
+        let client = try MQTTClient(configuration: MQTTConfiguration(url: url, clientID: "bench-pub-\(UInt32.random(in: 0...UInt32.max))"),
+                                    streamMessages: false)
+        try await client.connect()
+        var index = 0
+        while index < messages.count {
+            let end = min(messages.count, index + window)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for message in messages[index..<end] {
+                    group.addTask { try await client.publish(message.topic, payload: message.payload, qos: qos) }
+                }
+                try await group.waitForAll()
+            }
+            index = end
+        }
+        await client.disconnect()
+    }
+}
+
+/// Property reports in PROTOCOL.md's shape, `devices` devices round robin, times increasing.
+func propertyReports(count: Int, devices: Int, root: String = "things") -> [(topic: String, payload: [UInt8])] {
+    let base: Int64 = 1_764_450_000_000
+    return (0..<count).map { n in
+        let device = "dev\(n % devices)"
+        let time = base + Int64(n)
+        let payload = """
+            {"msgId":"m\(n)","time":\(time),"data":{"switch_1":{"value":\(n % 2 == 0),"time":\(time)},\
+            "bright_value":{"value":\(10 + n % 990),"time":\(time)},"mode":"white"}}
+            """
+        return ("\(root)/\(device)/thing/properties", Array(payload.utf8))
+    }
+}
+
+func signalReports(count: Int, devices: Int, root: String = "things") -> [(topic: String, payload: [UInt8])] {
+    let base: Int64 = 1_764_450_000_000
+    return (0..<count).map { n in
+        ("\(root)/dev\(n % devices)/thing/signal",
+         Array("{\"time\":\(base + Int64(n)),\"wifiSignal\":\(-40 - n % 50),\"rsrp\":\(-90 - n % 20)}".utf8))
+    }
+}

@@ -82,12 +82,12 @@ final class CacheStore {
             return index
         }
         try statement.bind(device.id, at: next())
-        for field in DeviceInfo.fields {
+        for (index, field) in DeviceInfo.fields.enumerated() {
             let at = next()
-            switch device.info.fields[field.key] {
-            case nil, .null?: try statement.bindNull(at: at)
-            case .string(let text)?: try statement.bind(text, at: at)
-            case let value?:
+            switch device.info.value(at: index) {
+            case .null: try statement.bindNull(at: at)
+            case .string(let text): try statement.bind(text, at: at)
+            case let value:
                 if let integer = value.int64Value, field.type.isInteger {
                     try statement.bind(integer, at: at)
                 } else {
@@ -131,11 +131,12 @@ final class CacheStore {
     private func load(filter: String?, _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
         let condition = filter.map { " WHERE \($0)" } ?? ""
         var devices: [String: DeviceSnapshot] = [:]
+        let interner = ValueInterner()
         let select = try database.prepare(
             "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
         try select.bind(bindings)
         while try select.step() {
-            let device = try Self.device(from: select)
+            let device = try Self.device(from: select, interner: interner)
             devices[device.id] = device
         }
         let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
@@ -144,8 +145,7 @@ final class CacheStore {
         while try properties.step() {
             guard let id = properties.string(0), let code = properties.string(1),
                   let text = properties.string(2) else { continue }
-            let value = (try? JSONParser.parse(text)) ?? .string(text)
-            devices[id]?.properties[code] = PropertyValue(value: value, time: properties.int64(3))
+            devices[id]?.properties[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
         }
         let transferScope = filter.map { " WHERE gateway_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let transfers = try database.prepare("""
@@ -162,7 +162,7 @@ final class CacheStore {
         return devices
     }
 
-    private static func device(from row: Statement) throws -> DeviceSnapshot {
+    private static func device(from row: Statement, interner: ValueInterner) throws -> DeviceSnapshot {
         var column: Int32 = 0
         func next() -> Int32 {
             defer { column += 1 }
@@ -171,20 +171,19 @@ final class CacheStore {
         func optionalInt(_ i: Int32) -> Int64? { row.isNull(i) ? nil : row.int64(i) }
 
         let id = row.string(next()) ?? ""
-        var fields = JSONObject()
-        for field in DeviceInfo.fields {
+        var info = DeviceInfo(devId: id)
+        for (index, field) in DeviceInfo.fields.enumerated() {
             let i = next()
             guard !row.isNull(i) else { continue }
-            switch field.type {
-            case .integer: fields[field.key] = .integer(row.int64(i))
-            case .stringArray, .object:
-                let text = row.string(i) ?? "null"
-                fields[field.key] = (try? JSONParser.parse(text)) ?? .null
-            case .string, .oneOf: fields[field.key] = row.string(i).map(JSONValue.string) ?? .null
+            let value: JSONValue = switch field.type {
+            case .integer: .integer(row.int64(i))
+            case .stringArray, .object: interner.parse(row.string(i) ?? "null")
+            case .string, .oneOf: row.string(i).map(JSONValue.string) ?? .null
             }
+            info.set(at: index, field.shared ? interner.intern(value) : value)
         }
         var device = DeviceSnapshot(id: id, seenAt: 0)
-        device.info = DeviceInfo(devId: id, fields: fields)
+        device.info = info
         device.infoTime = optionalInt(next())
         device.online = optionalInt(next()).map { $0 != 0 }
         device.statusTime = optionalInt(next())

@@ -2,43 +2,63 @@ import JSON
 
 /// The device-information model (`ThingDeviceDetailInfo` in the device SDKs), as reported on `R/D/thing/info`.
 ///
-/// It is kept as the ordered JSON object the device reported, validated field by field against `DeviceInfo.fields`,
-/// so that partial reports merge key by key and the cache, the CLI and the SDK-style accessors share one schema.
+/// Stored as one JSON value per field of `DeviceInfo.fields` (`.null` when unknown), validated field by field, so that
+/// partial reports merge key by key and the cache, the CLI and the SDK-style accessors share one schema. An indexed
+/// array rather than a JSON object: a million cached devices make every byte per device count.
 public struct DeviceInfo: Sendable, Equatable {
     public private(set) var devId: String
-    /// Validated fields (PROTOCOL.md names), without `devId`. A key present with `.null` is a field reported as null.
-    public private(set) var fields: JSONObject
+    private var values: [JSONValue]
 
     public init(devId: String, fields: JSONObject = JSONObject()) {
         self.devId = devId
-        self.fields = fields
+        self.values = Array(repeating: .null, count: Self.fields.count)
+        for (key, value) in fields {
+            if let index = Self.indexByKey[key] { values[index] = value }
+        }
     }
 
-    public var name: String? { fields["name"]?.stringValue }
-    public var productId: String? { fields["productId"]?.stringValue }
-    public var category: DeviceCategory? { fields["category"]?.stringValue.flatMap(DeviceCategory.init(rawValue:)) }
-    public var ip: String? { fields["ip"]?.stringValue }
-    public var lanIp: String? { fields["lanIp"]?.stringValue }
-    public var mac: String? { fields["mac"]?.stringValue }
-    public var timezone: String? { fields["timezone"]?.stringValue }
-    public var netStrength: String? { fields["netStrength"]?.stringValue }
-    public var wifiSignal: Int? { fields["wifiSignal"]?.int64Value.map(Int.init) }
-    public var iccid: String? { fields["iccid"]?.stringValue }
-    public var rsrp: Int? { fields["rsrp"]?.int64Value.map(Int.init) }
-    public var channel: Int? { fields["channel"]?.int64Value.map(Int.init) }
-    public var vendorName: String? { fields["vendorName"]?.stringValue }
-    public var homekitCode: String? { fields["homekitCode"]?.stringValue }
-    public var connectAbility: ConnectAbility? {
-        fields["connectAbility"]?.stringValue.flatMap(ConnectAbility.init(rawValue:))
+    /// The known fields as a JSON object (PROTOCOL.md names, without `devId`), in schema order.
+    public var fields: JSONObject {
+        var object = JSONObject()
+        for (index, field) in Self.fields.enumerated() where !values[index].isNull {
+            object[field.key] = values[index]
+        }
+        return object
     }
-    public var gatewayId: String? { fields["gatewayId"]?.stringValue }
-    public var spaceId: Int64? { fields["spaceId"]?.int64Value }
-    public var firmwareVersion: String? { fields["firmwareVersion"]?.stringValue }
+
+    /// The value of one field by its PROTOCOL.md name; nil when unknown.
+    public subscript(_ key: String) -> JSONValue? {
+        guard let index = Self.indexByKey[key], !values[index].isNull else { return nil }
+        return values[index]
+    }
+
+    func value(at index: Int) -> JSONValue { values[index] }
+
+    public var name: String? { self["name"]?.stringValue }
+    public var productId: String? { self["productId"]?.stringValue }
+    public var category: DeviceCategory? { self["category"]?.stringValue.flatMap(DeviceCategory.init(rawValue:)) }
+    public var ip: String? { self["ip"]?.stringValue }
+    public var lanIp: String? { self["lanIp"]?.stringValue }
+    public var mac: String? { self["mac"]?.stringValue }
+    public var timezone: String? { self["timezone"]?.stringValue }
+    public var netStrength: String? { self["netStrength"]?.stringValue }
+    public var wifiSignal: Int? { self["wifiSignal"]?.int64Value.map(Int.init) }
+    public var iccid: String? { self["iccid"]?.stringValue }
+    public var rsrp: Int? { self["rsrp"]?.int64Value.map(Int.init) }
+    public var channel: Int? { self["channel"]?.int64Value.map(Int.init) }
+    public var vendorName: String? { self["vendorName"]?.stringValue }
+    public var homekitCode: String? { self["homekitCode"]?.stringValue }
+    public var connectAbility: ConnectAbility? {
+        self["connectAbility"]?.stringValue.flatMap(ConnectAbility.init(rawValue:))
+    }
+    public var gatewayId: String? { self["gatewayId"]?.stringValue }
+    public var spaceId: Int64? { self["spaceId"]?.int64Value }
+    public var firmwareVersion: String? { self["firmwareVersion"]?.stringValue }
     public var abilities: [DeviceAbility] {
-        (fields["abilities"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(DeviceAbility.init(rawValue:)) }
+        (self["abilities"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(DeviceAbility.init(rawValue:)) }
     }
     /// Free-form hardware description (module, flash, ...).
-    public var hardwareInfo: JSONObject? { fields["hardwareInfo"]?.objectValue }
+    public var hardwareInfo: JSONObject? { self["hardwareInfo"]?.objectValue }
 
     public func supports(_ ability: DeviceAbility) -> Bool { abilities.contains(ability) }
 
@@ -46,16 +66,16 @@ public struct DeviceInfo: Sendable, Equatable {
     public var json: JSONObject {
         var object = JSONObject()
         object["devId"] = .string(devId)
-        for field in Self.fields {
-            object[field.key] = fields[field.key] ?? .null
+        for (index, field) in Self.fields.enumerated() {
+            object[field.key] = values[index]
         }
         return object
     }
 
-    /// Merges a (full or partial) report: fields present replace cached ones, absent fields stay.
+    /// Merges a (full or partial) report: fields present replace cached ones (`null` clears one), absent fields stay.
     /// Throws without changing anything when a field has the wrong type or an unknown enum value.
     public mutating func merge(_ report: JSONObject) throws(PayloadError) {
-        var merged = fields
+        var merged = values
         for (key, value) in report {
             if key == "devId" {
                 guard value.stringValue == devId || value.isNull else {
@@ -63,15 +83,19 @@ public struct DeviceInfo: Sendable, Equatable {
                 }
                 continue
             }
-            guard let field = Self.fieldsByKey[key] else { continue }  // unknown fields: forward compatible, ignored
-            try field.type.validate(value, key: key)
-            merged[key] = value
+            guard let index = Self.indexByKey[key] else { continue }  // unknown fields: forward compatible, ignored
+            try Self.fields[index].type.validate(value, key: key)
+            merged[index] = value
         }
-        fields = merged
+        values = merged
     }
 
     mutating func set(_ key: String, _ value: JSONValue) {
-        fields[key] = value
+        if let index = Self.indexByKey[key] { values[index] = value }
+    }
+
+    mutating func set(at index: Int, _ value: JSONValue) {
+        values[index] = value
     }
 }
 
@@ -96,6 +120,8 @@ extension DeviceInfo {
         let key: String
         let column: String
         let type: FieldType
+        /// Values many devices share (a product id, a firmware version): cached once, not once per device.
+        var shared = false
     }
 
     enum FieldType: Sendable {
@@ -124,27 +150,27 @@ extension DeviceInfo {
     /// Every field of the model, in PROTOCOL.md's order. The cache has one column per field.
     static let fields: [Field] = [
         Field(key: "name", column: "name", type: .string),
-        Field(key: "productId", column: "product_id", type: .string),
-        Field(key: "category", column: "category", type: .oneOf(DeviceCategory.allCases.map(\.rawValue))),
+        Field(key: "productId", column: "product_id", type: .string, shared: true),
+        Field(key: "category", column: "category", type: .oneOf(DeviceCategory.allCases.map(\.rawValue)), shared: true),
         Field(key: "ip", column: "ip", type: .string),
         Field(key: "lanIp", column: "lan_ip", type: .string),
         Field(key: "mac", column: "mac", type: .string),
-        Field(key: "timezone", column: "timezone", type: .string),
-        Field(key: "netStrength", column: "net_strength", type: .string),
+        Field(key: "timezone", column: "timezone", type: .string, shared: true),
+        Field(key: "netStrength", column: "net_strength", type: .string, shared: true),
         Field(key: "wifiSignal", column: "wifi_signal", type: .integer),
         Field(key: "iccid", column: "iccid", type: .string),
         Field(key: "rsrp", column: "rsrp", type: .integer),
         Field(key: "channel", column: "channel", type: .integer),
-        Field(key: "vendorName", column: "vendor_name", type: .string),
+        Field(key: "vendorName", column: "vendor_name", type: .string, shared: true),
         Field(key: "homekitCode", column: "homekit_code", type: .string),
         Field(key: "connectAbility", column: "connect_ability",
-              type: .oneOf(ConnectAbility.allCases.map(\.rawValue))),
-        Field(key: "gatewayId", column: "gateway_id", type: .string),
+              type: .oneOf(ConnectAbility.allCases.map(\.rawValue)), shared: true),
+        Field(key: "gatewayId", column: "gateway_id", type: .string, shared: true),
         Field(key: "spaceId", column: "space_id", type: .integer),
-        Field(key: "firmwareVersion", column: "firmware_version", type: .string),
-        Field(key: "abilities", column: "abilities", type: .stringArray),
-        Field(key: "hardwareInfo", column: "hardware_info", type: .object),
+        Field(key: "firmwareVersion", column: "firmware_version", type: .string, shared: true),
+        Field(key: "abilities", column: "abilities", type: .stringArray, shared: true),
+        Field(key: "hardwareInfo", column: "hardware_info", type: .object, shared: true),
     ]
 
-    static let fieldsByKey: [String: Field] = Dictionary(uniqueKeysWithValues: fields.map { ($0.key, $0) })
+    static let indexByKey: [String: Int] = Dictionary(uniqueKeysWithValues: fields.enumerated().map { ($1.key, $0) })
 }

@@ -14,8 +14,8 @@ public final class DeviceControl: Sendable {
 
     /// The properties last reported by the device, from the cache (a set changes them only once the device
     /// reports the new values).
-    public var properties: [String: PropertyValue] {
-        agent?.cache.device(deviceId)?.properties ?? [:]
+    public var properties: PropertyTable {
+        agent?.cache.device(deviceId)?.properties ?? PropertyTable()
     }
 
     /// The model that checks this device's sets; nil when none is known (sets are then not checked).

@@ -23,7 +23,6 @@ final class CacheWriter: Sendable {
     private struct IngestState: ~Copyable {
         var journal: Journal?
         var dirty: [String: Dirty] = [:]
-        let interner = ValueInterner()
     }
 
     /// Serializes every change: journal append, in-place apply, dirty marking, and the flusher's consistent cut.
@@ -54,10 +53,7 @@ final class CacheWriter: Sendable {
             if let raw, let journal = state.journal {
                 try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
             }
-            var message = message
-            if case .info(let report, let time) = message {
-                message = .info(state.interner.internShared(report), time: time)
-            }
+
             let applied = try cache.mutate(deviceId, create: { DeviceSnapshot(id: deviceId, seenAt: now) }) {
                 device, isNew -> (AppliedChanges, Bool, [DeviceEvent]) in
                 let changes = try device.apply(message, now: now)

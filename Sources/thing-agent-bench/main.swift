@@ -8,6 +8,10 @@ if let index = arguments.firstIndex(of: "--load-probe"), index + 1 < arguments.c
     try loadProbe(cache: arguments[index + 1])
     exit(0)
 }
+if let index = arguments.firstIndex(of: "--make-cache"), index + 2 < arguments.count, let count = Int(arguments[index + 1]) {
+    try await makeCache(devices: count, at: arguments[index + 2])
+    exit(0)
+}
 let quick = arguments.contains("--quick")
 let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
 func section(_ name: String) -> Bool { only == nil || only == name }

@@ -136,22 +136,37 @@ final class CacheStore {
     private func load(filter: String?, _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
         let condition = filter.map { " WHERE \($0)" } ?? ""
         var devices: [String: DeviceSnapshot] = [:]
+        if filter == nil, let count = try database.scalar("SELECT count(*) FROM devices"), case .integer(let n) = count {
+            devices.reserveCapacity(Int(n))
+        }
         let interner = ValueInterner()
+        var builder = FieldStorage.Builder(capacity: 512)
         let select = try database.prepare(
             "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
         try select.bind(bindings)
         while try select.step() {
-            let device = try Self.device(from: select, interner: interner)
+            let device = try Self.device(from: select, builder: &builder)
             devices[device.id] = device
         }
         let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
+        // The table is keyed (dev_id, code), so rows come grouped by device: one lookup per device, not per row.
         let properties = try database.prepare("SELECT dev_id, code, value, time FROM properties\(scope)")
         try properties.bind(bindings)
+        var current: (id: String, table: PropertyTable)?
+        func attach() {
+            // Through the index: an optional-chained assignment would copy the whole snapshot out and back.
+            if let (id, table) = current, let index = devices.index(forKey: id) { devices.values[index].properties = table }
+        }
         while try properties.step() {
             guard let id = properties.string(0), let code = properties.string(1),
                   let text = properties.string(2) else { continue }
-            devices[id]?.properties[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
+            if current?.id != id {
+                attach()
+                current = (id, PropertyTable())
+            }
+            current?.table[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
         }
+        attach()
         let transferScope = filter.map { " WHERE gateway_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let transfers = try database.prepare("""
             SELECT gateway_id, target_id, target_name, status, failed_code, time, updated_at FROM transfers\(transferScope)
@@ -167,7 +182,7 @@ final class CacheStore {
         return devices
     }
 
-    private static func device(from row: Statement, interner: ValueInterner) throws -> DeviceSnapshot {
+    private static func device(from row: Statement, builder: inout FieldStorage.Builder) throws -> DeviceSnapshot {
         var column: Int32 = 0
         func next() -> Int32 {
             defer { column += 1 }
@@ -176,19 +191,27 @@ final class CacheStore {
         func optionalInt(_ i: Int32) -> Int64? { row.isNull(i) ? nil : row.int64(i) }
 
         let id = row.string(next()) ?? ""
-        var info = DeviceInfo(devId: id)
+        var signal: (wifi: Int64?, rsrp: Int64?) = (nil, nil)
         for (index, field) in DeviceInfo.fields.enumerated() {
             let i = next()
-            guard !row.isNull(i) else { continue }
-            let value: JSONValue = switch field.type {
-            case .integer: .integer(row.int64(i))
-            case .stringArray, .object: interner.parse(row.string(i) ?? "null")
-            case .string, .oneOf: row.string(i).map(JSONValue.string) ?? .null
+            if row.isNull(i) {
+                builder.appendNull()
+                continue
             }
-            info.set(at: index, field.shared ? interner.intern(value) : value)
+            switch (index, field.type) {
+            case (DeviceInfo.wifiIndex, _):
+                signal.wifi = row.int64(i)
+                builder.appendNull()
+            case (DeviceInfo.rsrpIndex, _):
+                signal.rsrp = row.int64(i)
+                builder.appendNull()
+            case (_, .integer): builder.appendInteger(row.int64(i))
+            case (_, .stringArray), (_, .object): row.withText(i) { $0.map { builder.appendJSON($0) } ?? builder.appendNull() }
+            case (_, .string), (_, .oneOf): row.withText(i) { $0.map { builder.appendString($0) } ?? builder.appendNull() }
+            }
         }
         var device = DeviceSnapshot(id: id, seenAt: 0)
-        device.info = info
+        device.info = DeviceInfo(devId: id, storage: builder.build(), wifiSignal: signal.wifi, rsrp: signal.rsrp)
         device.infoTime = optionalInt(next())
         device.online = optionalInt(next()).map { $0 != 0 }
         device.statusTime = optionalInt(next())

@@ -1,8 +1,8 @@
 import JSON
 
-/// Gives equal values one shared storage: a million devices of a few products repeat the same product id,
-/// firmware version, abilities and hardware description, and Swift values share their buffers once made identical.
-/// Bounded, so hostile variety costs a table of fixed size at worst. Not thread-safe: owners serialize access.
+/// Gives equal values one shared storage, and parses repeated JSON text once: loading a million devices reads the
+/// same property values and hardware descriptions over and over. Bounded, so variety costs a table of fixed size at
+/// worst. Not thread-safe: owners serialize access.
 final class ValueInterner {
     private var table: [JSONValue: JSONValue] = [:]
     private var parsed: [String: JSONValue] = [:]
@@ -30,15 +30,5 @@ final class ValueInterner {
         if parsed.count >= limit { parsed.removeAll(keepingCapacity: true) }
         parsed[text] = value
         return value
-    }
-
-    /// Shares the values of the fields marked `shared` in an info report.
-    func internShared(_ report: JSONObject) -> JSONObject {
-        var report = report
-        for (key, value) in report {
-            guard let index = DeviceInfo.indexByKey[key], DeviceInfo.fields[index].shared else { continue }
-            report[key] = intern(value)
-        }
-        return report
     }
 }

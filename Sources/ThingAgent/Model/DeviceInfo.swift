@@ -2,37 +2,83 @@ import JSON
 
 /// The device-information model (`ThingDeviceDetailInfo` in the device SDKs), as reported on `R/D/thing/info`.
 ///
-/// Stored as one JSON value per field of `DeviceInfo.fields` (`.null` when unknown), validated field by field, so that
-/// partial reports merge key by key and the cache, the CLI and the SDK-style accessors share one schema. An indexed
-/// array rather than a JSON object: a million cached devices make every byte per device count.
+/// One JSON value per field of `DeviceInfo.fields` (null when unknown), validated field by field, so that partial
+/// reports merge key by key and the cache, the CLI and the SDK-style accessors share one schema. Packed into bytes
+/// (`FieldStorage`): a million cached devices make every byte per device count. The signal levels, which change
+/// with every signal report, live beside the packed fields so that a report does not re-pack them.
 public struct DeviceInfo: Sendable, Equatable {
     public private(set) var devId: String
-    private var values: [JSONValue]
+    private var storage: FieldStorage
+    private var signal: (wifi: Int64?, rsrp: Int64?) = (nil, nil)
 
     public init(devId: String, fields: JSONObject = JSONObject()) {
         self.devId = devId
-        self.values = Array(repeating: .null, count: Self.fields.count)
+        guard !fields.isEmpty else {
+            storage = FieldStorage(count: Self.fields.count)
+            return
+        }
+        var values = [JSONValue](repeating: .null, count: Self.fields.count)
         for (key, value) in fields {
             if let index = Self.indexByKey[key] { values[index] = value }
         }
+        self.storage = FieldStorage(count: 0)
+        self.setAll(values)
+    }
+
+    /// From packed fields (the cache load); the signal levels are set apart, as they are stored apart.
+    init(devId: String, storage: FieldStorage, wifiSignal: Int64?, rsrp: Int64?) {
+        self.devId = devId
+        self.storage = storage
+        self.signal = (wifiSignal, rsrp)
+    }
+
+    static let signalIndices: Set<Int> = [wifiIndex, rsrpIndex]
+
+    public static func == (lhs: DeviceInfo, rhs: DeviceInfo) -> Bool {
+        lhs.devId == rhs.devId && lhs.storage == rhs.storage && lhs.signal == rhs.signal
     }
 
     /// The known fields as a JSON object (PROTOCOL.md names, without `devId`), in schema order.
     public var fields: JSONObject {
         var object = JSONObject()
-        for (index, field) in Self.fields.enumerated() where !values[index].isNull {
-            object[field.key] = values[index]
+        for (index, value) in allValues.enumerated() where !value.isNull {
+            object[Self.fields[index].key] = value
         }
         return object
     }
 
     /// The value of one field by its PROTOCOL.md name; nil when unknown.
     public subscript(_ key: String) -> JSONValue? {
-        guard let index = Self.indexByKey[key], !values[index].isNull else { return nil }
-        return values[index]
+        guard let index = Self.indexByKey[key] else { return nil }
+        let value = value(at: index)
+        return value.isNull ? nil : value
     }
 
-    func value(at index: Int) -> JSONValue { values[index] }
+    func value(at index: Int) -> JSONValue {
+        switch index {
+        case Self.wifiIndex: signal.wifi.map(JSONValue.integer) ?? .null
+        case Self.rsrpIndex: signal.rsrp.map(JSONValue.integer) ?? .null
+        default: storage.value(at: index)
+        }
+    }
+
+    private var allValues: [JSONValue] {
+        var values = storage.all
+        values[Self.wifiIndex] = value(at: Self.wifiIndex)
+        values[Self.rsrpIndex] = value(at: Self.rsrpIndex)
+        return values
+    }
+
+    private mutating func setAll(_ values: [JSONValue]) {
+        var packed = values
+        signal = (values[Self.wifiIndex].int64Value, values[Self.rsrpIndex].int64Value)
+        packed[Self.wifiIndex] = .null
+        packed[Self.rsrpIndex] = .null
+        storage = FieldStorage(packed)
+    }
+
+    static let wifiIndex = indexByKey["wifiSignal"]!
+    static let rsrpIndex = indexByKey["rsrp"]!
 
     public var name: String? { self["name"]?.stringValue }
     public var productId: String? { self["productId"]?.stringValue }
@@ -66,8 +112,8 @@ public struct DeviceInfo: Sendable, Equatable {
     public var json: JSONObject {
         var object = JSONObject()
         object["devId"] = .string(devId)
-        for (index, field) in Self.fields.enumerated() {
-            object[field.key] = values[index]
+        for (index, value) in allValues.enumerated() {
+            object[Self.fields[index].key] = value
         }
         return object
     }
@@ -75,7 +121,7 @@ public struct DeviceInfo: Sendable, Equatable {
     /// Merges a (full or partial) report: fields present replace cached ones (`null` clears one), absent fields stay.
     /// Throws without changing anything when a field has the wrong type or an unknown enum value.
     public mutating func merge(_ report: JSONObject) throws(PayloadError) {
-        var merged = values
+        var merged = allValues
         for (key, value) in report {
             if key == "devId" {
                 guard value.stringValue == devId || value.isNull else {
@@ -87,15 +133,16 @@ public struct DeviceInfo: Sendable, Equatable {
             try Self.fields[index].type.validate(value, key: key)
             merged[index] = value
         }
-        values = merged
+        setAll(merged)
     }
 
     mutating func set(_ key: String, _ value: JSONValue) {
-        if let index = Self.indexByKey[key] { values[index] = value }
-    }
-
-    mutating func set(at index: Int, _ value: JSONValue) {
-        values[index] = value
+        guard let index = Self.indexByKey[key] else { return }
+        switch index {
+        case Self.wifiIndex: signal.wifi = value.int64Value
+        case Self.rsrpIndex: signal.rsrp = value.int64Value
+        default: storage.set([(index, value)])
+        }
     }
 }
 
@@ -120,7 +167,8 @@ extension DeviceInfo {
         let key: String
         let column: String
         let type: FieldType
-        /// Values many devices share (a product id, a firmware version): cached once, not once per device.
+        /// Values many devices share (a product id, abilities, a hardware description): the cache load
+        /// parses each distinct one once.
         var shared = false
     }
 

@@ -18,10 +18,12 @@ enum BuiltinModels {
             """,
         gateway: """
             {"productId":"p-gateway-1","properties":[
-              {"code":"permit_join","type":"bool","access":"rw"},
-              {"code":"led_brightness","type":"value","min":0,"max":100,"step":10,"access":"rw"},
+              {"code":"permit_join","type":"value","min":0,"max":254,"step":1,"access":"wo"},
               {"code":"alarm_volume","type":"enum","range":["mute","low","middle","high"],"access":"rw"},
-              {"code":"uptime","type":"value","min":0,"max":2147483647,"access":"ro"}]}
+              {"code":"led_switch","type":"bool","access":"rw"},
+              {"code":"gateway_name","type":"string","maxlen":64,"access":"rw"},
+              {"code":"zigbee_channel","type":"value","min":11,"max":26,"access":"ro"},
+              {"code":"sub_device_count","type":"value","min":0,"max":128,"access":"ro"}]}
             """,
         sensor: """
             {"productId":"p-sensor-1","properties":[

@@ -30,10 +30,15 @@ enum PropertyValues {
         }
     }
 
-    /// The next reading of a report-only value: uptime counts, batteries drain, the rest wanders within range.
+    /// Report-only values that state facts about the fleet (set by the simulator) rather than measurements.
+    static let facts: Set<String> = ["zigbee_channel", "sub_device_count"]
+
+    /// The next reading of a report-only value: uptime counts, batteries drain, facts stay, the rest wanders
+    /// within range.
     static func drift(_ spec: PropertySpec, _ current: JSONValue, seconds: Double,
                       using generator: inout SeededGenerator) -> JSONValue? {
-        guard case .value(let min, let max, let step) = spec.kind, let value = current.int64Value else { return nil }
+        guard case .value(let min, let max, let step) = spec.kind, let value = current.int64Value,
+              !facts.contains(spec.code) else { return nil }
         switch spec.code {
         case "uptime": return .integer(Swift.min(max, value + Int64(seconds.rounded())))
         case "battery_percentage":

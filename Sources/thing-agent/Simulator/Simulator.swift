@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import MQTT
 import Synchronization
 import ThingAgent
@@ -19,7 +20,13 @@ final class Simulator: Sendable {
         self.options = options
         let topics = configuration.topics
         let plans = FleetPlan.make(options)
-        devices = plans.map { VirtualDevice(plan: $0, model: models.model(for: $0.productId), topics: topics, seed: options.seed) }
+        devices = plans.map { plan in
+            var facts: [String: JSONValue] = ["gateway_name": .string(plan.name)]
+            if let channel = plan.channel { facts["zigbee_channel"] = .integer(Int64(channel)) }
+            facts["sub_device_count"] = .integer(Int64(plans.filter { $0.gatewayId == plan.id }.count))
+            return VirtualDevice(plan: plan, model: models.model(for: plan.productId), topics: topics,
+                                 seed: options.seed, facts: facts)
+        }
         deviceById = Dictionary(uniqueKeysWithValues: devices.map { ($0.id, $0) })
         connectionPlan = ConnectionPlan(plans, maxConnections: options.maxConnections)
         var connections: [SimulatorConnection] = []
@@ -149,9 +156,18 @@ final class Simulator: Sendable {
         do { try await Task.sleep(for: .seconds(options.transferStep)) } catch { return }
         await connection.publish(gateway.transferStatus(target: target, targetName: targetName, .finish,
                                                         now: Timestamp.current))
+        var moved = 0
         for device in devices where device.gatewayId == target {
             guard let link = connectionOf[device.id] else { continue }
             await link.publish(device.moved(to: gateway.id, now: Timestamp.current))
+            moved += 1
+        }
+        // Both gateways report how many sub-devices they now serve.
+        for (side, delta) in [(gateway, moved), (deviceById[target], -moved)] {
+            guard let side, let link = connectionOf[side.id], let count = side.value("sub_device_count")?.int64Value,
+                  let report = side.report("sub_device_count", .integer(max(0, count + Int64(delta))),
+                                           now: Timestamp.current) else { continue }
+            await link.publish(report)
         }
     }
 

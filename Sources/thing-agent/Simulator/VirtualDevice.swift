@@ -30,7 +30,8 @@ final class VirtualDevice: Sendable {
     }
     private let state: Mutex<State>
 
-    init(plan: DevicePlan, model: ThingModel?, topics: Topics, seed: UInt64) {
+    /// `facts`: values of report-only properties that the fleet decides (a gateway's channel, its sub-devices).
+    init(plan: DevicePlan, model: ThingModel?, topics: Topics, seed: UInt64, facts: [String: JSONValue] = [:]) {
         self.plan = plan
         self.model = model
         self.topics = topics
@@ -38,7 +39,7 @@ final class VirtualDevice: Sendable {
         var generator = SeededGenerator(seed: seed ^ 0x5EED_0F_DA7A, stream: plan.index)
         var initial = State(generator: generator, gatewayId: plan.gatewayId)
         for spec in model?.properties ?? [] where spec.access != .wo {
-            initial.properties.append((spec.code, PropertyValues.initial(spec, using: &generator)))
+            initial.properties.append((spec.code, facts[spec.code] ?? PropertyValues.initial(spec, using: &generator)))
         }
         if plan.category != .subdevice {
             let signal = Int.random(in: -75 ... -45, using: &generator)
@@ -219,6 +220,22 @@ final class VirtualDevice: Sendable {
         state.withLock { state in
             state.generator.chance(rate) ? Int.random(in: 1...3, using: &state.generator) : nil
         }
+    }
+
+    /// Sets a property the device reports (a fact that changed) and returns the report; nil when it has no such
+    /// property or the value is the same.
+    func report(_ code: String, _ value: JSONValue, now: Millis) -> Publication? {
+        let changed = state.withLock { state -> Bool in
+            guard let index = state.properties.firstIndex(where: { $0.code == code }),
+                  state.properties[index].value != value else { return false }
+            state.properties[index].value = value
+            return true
+        }
+        return changed ? report([(code, value)], now: now) : nil
+    }
+
+    func value(_ code: String) -> JSONValue? {
+        state.withLock { state in state.properties.first { $0.code == code }?.value }
     }
 
     /// The gateway's transfer ended; it takes new ones again.

@@ -242,6 +242,44 @@ struct GatewayTransferTests {
         }
     }
 
+    /// A transfer left running in the file by an interrupted CLI (the daemon never heard of its start) cannot
+    /// block the next one: following the gateway ends it once it is older than the stall timeout.
+    @Test(.timeLimit(.minutes(1)))
+    func followingEndsAStalledTransferLeftInTheFile() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { daemon, database in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: daemon)
+                try await waitUntil { ((try? CacheReader(path: database).devices()) ?? []).count == 7 }
+                let answering = try await Self.accept(fleet)
+                var configuration = daemon.configuration
+                configuration.transferStallTimeout = 0.5
+                func requester() async throws -> Agent {
+                    configuration.clientID = "cli-\(UInt32.random(in: 0...UInt32.max))"
+                    let agent = try Agent(configuration: configuration, role: .requester)
+                    try await agent.start()
+                    try await agent.follow("gwNew", kinds: .transfer)
+                    return agent
+                }
+                let interrupted = try await requester()
+                try await GatewayTransferManager(deviceId: "gwNew", agent: interrupted).transfer(fromGateway: "gwOld")
+                await interrupted.stop()  // as if Ctrl-C: no report came, nobody watches it any more
+                #expect((try CacheReader(path: database).device("gwNew"))?.transfer?.status == .unknown)
+
+                try await Task.sleep(for: .milliseconds(600))
+                let next = try await requester()
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: next)
+                #expect(manager.deviceTransferInfo().status == .failed)
+                #expect(manager.deviceTransferInfo().failedCode == "timeout")
+                let started = try await manager.transfer(fromGateway: "gwOld")
+                #expect(started.status == .unknown)
+                await next.stop()
+                answering.cancel()
+                await fleet.disconnect()
+            }
+        }
+    }
+
     /// A requester (the CLI) writes the daemon's file: it reads each device from the file before changing it, so
     /// the relink it commits never rolls back what the daemon wrote after the requester loaded its cache.
     @Test(.timeLimit(.minutes(1)))

@@ -9,11 +9,12 @@ extension CacheWriter {
 
     /// Records that `gateway` accepted to replace `target`: status `unknown` until its first report.
     /// Nothing changes when a report of this transfer got here first (a running status, or any status recorded
-    /// after `sentAt`, the agent time the start was sent); the cached transfer is returned either way.
+    /// after `sentAt`, the agent time the start was sent; the same millisecond counts as before, since a gateway
+    /// answers before it reports); the cached transfer is returned either way.
     func recordTransferStart(gateway: String, target: String, targetName: String?, sentAt: Millis, now: Millis,
                              topic: String) throws -> TransferInfo? {
         try applyVerdict(to: gateway, topic: topic, now: now) { current in
-            if let current, !current.status.isIdle || current.updatedAt >= sentAt { return nil }
+            if let current, !current.status.isIdle || current.updatedAt > sentAt { return nil }
             // Keeps the time of the latest report: the stale rule then lets the gateway's next report win.
             return TransferStatusReport(targetDeviceId: target, targetDeviceName: targetName, sourceDeviceId: gateway,
                                         status: .unknown, failedCode: "", time: current?.time ?? 0)

@@ -154,10 +154,15 @@ public final class Agent: Sendable {
         if kinds.contains(.info) { filters.append((topics.info(deviceId), .atLeastOnce)) }
         if kinds.contains(.transfer) {
             filters.append((topics.transferStatus(deviceId), .atLeastOnce))
-            transferWatch.follow(deviceId, current: cache.device(deviceId)?.transfer)
         }
         guard !filters.isEmpty else { return }
         try await client.subscribe(filters)
+        if kinds.contains(.transfer) {
+            // A transfer the file shows running but stalled (its CLI was interrupted, the daemon never heard of
+            // the start) ends now, so it cannot block a new one until some daemon restarts.
+            transferWatch.follow(deviceId, current: cache.device(deviceId)?.transfer)
+            transferWatch.failStalled(now: Timestamp.now())
+        }
     }
 
     private func startWhenBrokerIsUp() async throws {

@@ -39,8 +39,7 @@ public final class GatewayTransferManager: Sendable {
             case true?: 2
             }
         }
-        return agent.cache.all().filter { $0.isReplaceable(by: me) }
-            .sorted { (rank($0), $0.id) < (rank($1), $1.id) }
+        return agent.cache.filter { $0.isReplaceable(by: me) }.sorted { (rank($0), $0.id) < (rank($1), $1.id) }
     }
 
     /// Asks this gateway to take over the sub-devices of `faulty` (`R/D/thing/gateway/transfer/start`) and returns

@@ -11,7 +11,8 @@ public final class Agent: Sendable {
     public enum Role: Sendable {
         /// The daemon: subscribes to every device topic, announces itself, keeps the cache.
         case service
-        /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers.
+        /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers and for the
+        /// devices it `follow`s; it writes the daemon's file without rolling it back (`CacheWriter.sharesFile`).
         case requester
         /// Follows every device topic into a memory-only copy of the cache (`thing-agent watch`); writes nothing.
         case observer
@@ -70,7 +71,9 @@ public final class Agent: Sendable {
         try writer.compactJournal(threshold: 0)
         ingestor.counters.reset()
         if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
-        if role == .service { transferWatch.watchCached(cache.all(), now: Timestamp.now()) }
+        if role == .service {
+            transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
+        }
         client = try MQTTClient(
             configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
             onMessage: { message in ingestor.handle(message) },

@@ -34,6 +34,8 @@ if CommandLine.arguments.contains("--receive-path") {
     }
     report.add("receive path, property report, memory only", "\(format(try await path.run(messages, store: false), 2)) µs/msg")
     report.printTable()
+    broker.stop()
+    try? FileManager.default.removeItem(atPath: directory)
     exit(0)
 }
 

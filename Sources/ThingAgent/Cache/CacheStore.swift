@@ -7,6 +7,7 @@ final class CacheStore {
     let database: Database
     private let upsertDevice: Statement
     private let upsertProperty: Statement
+    private let touchDevice: Statement
     private let upsertTransfer: Statement
 
     /// Opens (or creates) the cache file and brings its schema up to date.
@@ -26,6 +27,7 @@ final class CacheStore {
             ON CONFLICT(dev_id) DO UPDATE SET
             \(columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
             """)
+        touchDevice = try database.prepare("UPDATE devices SET updated_at = ? WHERE dev_id = ?")
         upsertProperty = try database.prepare("""
             INSERT INTO properties (dev_id, code, value, time) VALUES (?, ?, ?, ?)
             ON CONFLICT(dev_id, code) DO UPDATE SET value = excluded.value, time = excluded.time
@@ -40,8 +42,16 @@ final class CacheStore {
     }
 
     /// Writes a device's row and the named properties (and its transfer). The caller wraps calls in a transaction.
-    func write(_ device: DeviceSnapshot, properties codes: some Sequence<String>, transfer: Bool) throws {
-        try writeDevice(device)
+    /// Writes a device: its whole row when `row`, else only `updated_at` (property reports, the common case, leave
+    /// the thirty columns of the row as they were).
+    func write(_ device: DeviceSnapshot, row: Bool, properties codes: some Sequence<String>, transfer: Bool) throws {
+        if row {
+            try writeDevice(device)
+        } else {
+            try touchDevice.bind(device.updatedAt, at: 1)
+            try touchDevice.bind(device.id, at: 2)
+            try touchDevice.run()
+        }
         for code in codes {
             guard let property = device.properties[code] else { continue }
             try upsertProperty.bind(device.id, at: 1)

@@ -3,7 +3,7 @@ import ThingAgent
 
 /// The subcommands, in the order `--help` lists them.
 let commands: [any Command.Type] = [
-    RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self,
+    RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, SetCommand.self, SceneCommand.self,
 ]
 
 @MainActor

@@ -22,6 +22,8 @@ public final class Agent: Sendable {
     public let cache: DeviceCache
     public let events: EventHub
     public let logger: Logger
+    /// The thing models that check property sets, loaded from `modelsDirectory` at init.
+    public let models: ThingModels
     let topics: Topics
     let writer: CacheWriter
     let tracker: RequestTracker
@@ -30,10 +32,12 @@ public final class Agent: Sendable {
     let flusher: CacheFlusher
     let client: MQTTClient
 
+    /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
+        models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         topics = configuration.topics
         events = EventHub()
         let store: CacheStore?
@@ -147,7 +151,8 @@ public final class Agent: Sendable {
         flusher.stop()
         tracker.cancelAll()
         events.finishAll()
-        logger.info("stopped")
+        // A short-lived CLI client stopping is not news on every command's stderr.
+        logger.log(role == .service ? .info : .debug, "stopped")
     }
 
     /// Feeds a message to the receive path as if the broker had delivered it (benchmarks and tests of the
@@ -162,22 +167,61 @@ public final class Agent: Sendable {
     /// A device known to be offline fails at once unless `force` is set.
     public func request(_ kind: RequestKind, to deviceId: String, data: JSONValue? = nil,
                         timeout: Duration? = nil, force: Bool = false) async throws(RequestError) -> Response {
-        guard DeviceID.isValid(deviceId) else { throw .unsupported(deviceId: deviceId, reason: "not a valid device id") }
-        if !force, cache.device(deviceId)?.online == false { throw .deviceOffline(deviceId: deviceId) }
-        guard client.state == .connected else { throw .notSent(reason: "not connected to the broker") }
-        let msgId = try tracker.register(deviceId: deviceId, kind: kind)
+        try await send(kind, to: deviceId, data: data, timeout: timeout, force: force).result.get()
+    }
+
+    /// Sends a request and reports how it ended, never throwing: success (code 0), refused (another code),
+    /// timeout (default `requestTimeout`), not sent (not connected), offline (known offline and not `force`),
+    /// too many in flight (`maxInFlight`), or cancelled.
+    public func send(_ kind: RequestKind, to deviceId: String, data: JSONValue? = nil,
+                     timeout: Duration? = nil, force: Bool = false) async -> RequestOutcome {
+        let started = ContinuousClock.now
+        func ended(_ msgId: String?, _ result: Result<Response, RequestError>) -> RequestOutcome {
+            RequestOutcome(deviceId: deviceId, kind: kind, msgId: msgId, result: result,
+                           elapsed: ContinuousClock.now - started)
+        }
+        let msgId: String
+        do throws(RequestError) {
+            try checkReachable(deviceId, force: force)
+            guard client.state == .connected else { throw .notSent(reason: "not connected to the broker") }
+            msgId = try tracker.register(deviceId: deviceId, kind: kind)
+        } catch {
+            return ended(nil, .failure(error))
+        }
         var payload = JSONObject([("msgId", .string(msgId)), ("time", .integer(Timestamp.now()))])
         if let data { payload["data"] = data }
-        do {
-            try await client.publish(topics.request(kind, device: deviceId),
-                                     payload: JSONValue.object(payload).serializedBytes(), qos: .atLeastOnce)
-        } catch {
-            tracker.cancel(msgId)
-            throw .notSent(reason: "\(error)")
+        let bytes = JSONValue.object(payload).serializedBytes()
+        let topic = topics.request(kind, device: deviceId)
+        // Published from a task of its own so that the timeout also covers the publish: a broker that stops
+        // answering is noticed only after the keepalive, and the request must end as a timeout, not hang.
+        let client = client, tracker = tracker, logger = logger
+        Task {
+            do throws(MQTTError) {
+                try await client.publish(topic, payload: bytes, qos: .atLeastOnce)
+            } catch {
+                guard error.kind == .notConnected else {
+                    tracker.fail(msgId, .notSent(reason: "\(error)"))
+                    return
+                }
+                // The connection dropped before the broker's PUBACK: libmosquitto sends the message again after
+                // reconnecting, so the device may still get it and answer. Saying "not sent" could be false;
+                // the request goes on to its answer or its timeout.
+                logger.notice("connection lost while sending a request; it is resent on reconnect", metadata: [
+                    "topic": topic, "msgId": msgId])
+            }
         }
-        let answer = try await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))
-        guard answer.code == 0 else { throw .refused(code: answer.code, message: answer.message) }
-        return answer
+        var result = await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))
+        if case .success(let answer) = result, answer.code != 0 {
+            result = .failure(.refused(code: answer.code, message: answer.message))
+        }
+        return ended(msgId, result)
+    }
+
+    /// Throws when a request to `deviceId` must not be sent: an invalid id, or a device known to be offline
+    /// (unless `force`: a device with a persistent session gets it when it returns).
+    func checkReachable(_ deviceId: String, force: Bool) throws(RequestError) {
+        guard DeviceID.isValid(deviceId) else { throw .unsupported(deviceId: deviceId, reason: "not a valid device id") }
+        if !force, cache.device(deviceId)?.online == false { throw .deviceOffline(deviceId: deviceId) }
     }
 
     /// Asks the device for fresh information, waits for it, and returns the cached info it was merged into.

@@ -25,7 +25,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var database = "thing-agent.sqlite"
     /// How long a request waits for its answer.
     public var requestTimeout: Double = 10
-    /// A request that may not take longer than this is never in flight (bounded memory).
+    /// At most this many requests wait for answers at once; one more fails at once with `.tooManyInFlight`.
     public var maxInFlight = 10_000
     /// A device offline for longer than this produces one offline warning.
     public var offlineGracePeriod: Double = 30
@@ -33,6 +33,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var reconnectMaxDelay: Double = 30
     /// Thing models (`<productId>.json`) used to check property sets.
     public var modelsDirectory: String?
+    /// The scenes file (`thing-agent scene`).
+    public var scenesFile: String?
     public var logLevel = "info"
     /// "text" or "json".
     public var logFormat = "text"
@@ -85,6 +87,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setNumber(&c.reconnectMinDelay, v) }),
         ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setNumber(&c.reconnectMaxDelay, v) }),
         ("modelsDirectory", "THING_AGENT_MODELS", { c, v in setOptional(&c.modelsDirectory, v) }),
+        ("scenesFile", "THING_AGENT_SCENES", { c, v in setOptional(&c.scenesFile, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
             guard let s = v.stringValue, Logger.Level(name: s) != nil else { return false }
             c.logLevel = s

@@ -72,7 +72,16 @@ final class Ingestor: Sendable {
             counters.countUnchanged()
         }
         guard raw != nil else { return }  // a replayed answer has no request waiting any more
-        if !tracker.resolve(deviceId: device, kind: request, response) {
+        switch tracker.resolve(deviceId: device, kind: request, response) {
+        case .delivered:
+            break
+        case .late:
+            // One of ours that already ended: worth a line (the device is slow, or the timeout short).
+            counters.countDrop(.unmatchedResponse)
+            logger.notice("dropped a late answer: its request had already timed out or been cancelled", metadata: [
+                "topic": topic, "msgId": response.msgId, "code": "\(response.code)"])
+        case .unknown:
+            // Usually an answer to another client (the CLI, another agent): all of them hear every answer.
             counters.countDrop(.unmatchedResponse)
             if limiter.shouldLog(topic, now: now) {
                 logger.debug("ignored an answer that no request waits for", metadata: [

@@ -62,3 +62,17 @@ enum Format {
         print(value.prettyPrinted())
     }
 }
+
+extension Format {
+    /// `code=value` pairs in code order, as typed on the command line.
+    static func assignments(_ values: [String: JSONValue]) -> String {
+        values.sorted { $0.key < $1.key }.map { "\($0.key)=\(value($0.value))" }.joined(separator: " ")
+    }
+}
+
+extension Duration {
+    var wholeMilliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

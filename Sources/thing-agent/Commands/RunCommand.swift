@@ -22,7 +22,7 @@ enum RunCommand: Command {
         do {
             agent = try Agent(configuration: configuration, role: .service, logger: logger)
         } catch {
-            logger.critical("cannot open the cache \(configuration.database): \(error)")
+            logger.critical("cannot start: \(error)")
             return .failure
         }
         logger.info("cache loaded", metadata: ["devices": "\(agent.cache.count)", "db": configuration.database])

@@ -21,7 +21,7 @@ let directory = try makeTemporaryDirectory("thing-agent-bench")
 defer { try? FileManager.default.removeItem(atPath: directory) }
 
 var options = MosquittoBroker.Options()
-options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\nqueue_qos0_messages true\n"
+options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\nqueue_qos0_messages true\nset_tcp_nodelay true\n"
 let broker = try await MosquittoBroker.start(options)
 defer { broker.stop() }
 
@@ -34,6 +34,8 @@ if CommandLine.arguments.contains("--receive-path") {
     }
     report.add("receive path, property report, memory only", "\(format(try await path.run(messages, store: false), 2)) µs/msg")
     report.printTable()
+    broker.stop()
+    try? FileManager.default.removeItem(atPath: directory)
     exit(0)
 }
 

@@ -67,3 +67,36 @@ struct JournalTests {
         #expect(throws: JournalError.self) { try Journal(path: directory + "/missing/dir/x.journal") }
     }
 }
+
+@Suite("Journal and SQLite together")
+struct JournalCompactionTests {
+    @Test func compactionUnderLoadWritesWhatIsDirtyThenEmptiesTheJournal() throws {
+        let directory = try makeTemporaryDirectory("compaction")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/cache.sqlite"
+        let writer = CacheWriter(store: try CacheStore(path: path), journal: try Journal(path: path + ".journal"),
+                                 cache: DeviceCache(), hub: EventHub())
+        for n in 1...500 {
+            let payload = Array("{\"time\":\(t0 + Int64(n)),\"data\":{\"n\":\(n)}}".utf8)
+            let message = try payload.withUnsafeBytes {
+                try PayloadDecoder().decode(.properties, payload: $0, arrival: t0)
+            }
+            _ = try writer.apply(message, to: "d\(n % 7)", now: t0, raw: ("things/d\(n % 7)/thing/properties", payload))
+        }
+        #expect(writer.hasDirty)
+        try writer.compactJournal(threshold: 1000)
+        #expect(!writer.hasDirty, "compaction writes what is dirty itself")
+        let journal = try Journal(path: path + ".journal")
+        #expect(journal.records(from: 0).isEmpty)
+        let reader = try CacheReader(path: path)
+        #expect(try reader.device("d3")?.properties["n"]?.value == .integer(btw(500, modulo: 7, residue: 3)))
+        // Below the threshold nothing happens.
+        try writer.compactJournal(threshold: 1 << 30)
+        #expect(try Journal(path: path + ".journal").generation == journal.generation)
+    }
+
+    /// The largest n <= upper with n % modulo == residue.
+    private func btw(_ upper: Int64, modulo: Int64, residue: Int64) -> Int64 {
+        upper - ((upper - residue) % modulo + modulo) % modulo
+    }
+}

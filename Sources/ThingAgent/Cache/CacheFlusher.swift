@@ -35,19 +35,20 @@ final class CacheFlusher: Sendable {
         thread.start()
     }
 
-    /// Stops the thread after a last flush. Call after the receive path has stopped.
+    /// Stops the thread after a last flush, and empties the journal (SQLite then holds everything).
+    /// Call after the receive path has stopped.
     func stop() {
         if started.load(ordering: .relaxed), !stopping.exchange(true, ordering: .relaxed) {
             writer.dirtySignal.signal()
             done.wait()
         }
-        flushOnce()
+        flushOnce(journalLimit: 0)
     }
 
-    private func flushOnce() {
+    private func flushOnce(journalLimit: Int64? = nil) {
         do {
             try writer.flush()
-            try writer.compactJournal(threshold: journalLimit)
+            try writer.compactJournal(threshold: journalLimit ?? self.journalLimit)
         } catch {
             logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
                          metadata: ["error": "\(error)"])

@@ -90,7 +90,9 @@ extension CacheWriter {
                 result = try store.database.transaction(.immediate) {
                     let result = try body(&batch)
                     for entry in batch.staged where entry.persist {
-                        try store.write(entry.device, properties: entry.changes.properties.map(\.code),
+                        // The whole row: it was read from the file in this transaction, so it is the file's plus
+                        // this change.
+                        try store.write(entry.device, row: true, properties: entry.changes.properties.map(\.code),
                                         transfer: entry.changes.transfer != nil)
                     }
                     return result

@@ -17,14 +17,25 @@ final class CacheWriter: Sendable {
     /// (memory before, file after), so they miss nothing.
     let sharesFile: Bool
 
-    /// What changed per device since the last flush. A dirty device's row is always written.
+    /// What changed per device since the last flush.
     struct Dirty: Sendable {
+        /// The device's own row (info, status, signal) changed, or the device is new.
+        var row = false
         var properties: Set<String> = []
         var transfer = false
 
-        mutating func mark(_ changes: AppliedChanges) {
+        mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
             for change in changes.properties { properties.insert(change.code) }
             if changes.transfer != nil { transfer = true }
+            if isNew || changes.status != nil || changes.wifiSignal != nil || changes.rsrp != nil || changes.info {
+                row = true
+            }
+        }
+
+        mutating func merge(_ other: Dirty) {
+            row = row || other.row
+            properties.formUnion(other.properties)
+            transfer = transfer || other.transfer
         }
     }
 
@@ -88,7 +99,7 @@ final class CacheWriter: Sendable {
                 return (.unchanged, [], false)
             }
             let wasClean = state.dirty.isEmpty
-            state.dirty[deviceId, default: Dirty()].mark(changes)
+            state.dirty[deviceId, default: Dirty()].mark(changes, isNew: isNew)
             var events = deviceEvents
             if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
                 events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
@@ -112,7 +123,7 @@ final class CacheWriter: Sendable {
                 return device.info
             }
             guard let info = moved.flatMap({ $0 }) else { continue }
-            if dirty[sub.id] == nil { dirty[sub.id] = Dirty() }
+            dirty[sub.id, default: Dirty()].row = true
             if wantsEvents { events.append(.infoChanged(deviceId: sub.id, info: info)) }
         }
         return events
@@ -121,52 +132,55 @@ final class CacheWriter: Sendable {
     var hasDirty: Bool { ingest.withLock { !$0.dirty.isEmpty } }
 
     /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers.
-    /// On failure the dirty marks are kept for the next try.
+    /// The SQLite work runs outside the ingest lock; on failure the dirty marks are kept for the next try.
     func flush() throws {
         let (devices, dirty, position) = ingest.withLock { state -> ([DeviceSnapshot], [String: Dirty], (UInt64, Int64)?) in
             let dirty = state.dirty
             state.dirty = [:]
-            let position = state.journal.map { ($0.generation, $0.end) }
-            return (cache.devices(dirty.keys), dirty, position)
+            return (cache.devices(dirty.keys), dirty, state.journal.map { ($0.generation, $0.end) })
         }
         guard !dirty.isEmpty else { return }
         do {
-            try store.withLock { store in
-                guard let store else { return }
-                try store.database.transaction(.immediate) {
-                    for device in devices {
-                        let marks = dirty[device.id] ?? Dirty()
-                        try store.write(device, properties: marks.properties, transfer: marks.transfer)
-                    }
-                    if let (generation, applied) = position {
-                        try store.setJournalPosition(generation: generation, applied: applied)
-                    }
-                }
-            }
+            try write(devices, dirty, position: position)
         } catch {
             ingest.withLock { state in
-                for (id, marks) in dirty {
-                    var merged = state.dirty[id] ?? Dirty()
-                    merged.properties.formUnion(marks.properties)
-                    merged.transfer = merged.transfer || marks.transfer
-                    state.dirty[id] = merged
-                }
+                for (id, marks) in dirty { state.dirty[id, default: Dirty()].merge(marks) }
             }
             throw error
         }
     }
 
-    /// Empties the journal once SQLite holds everything in it and it has grown past `threshold` bytes.
-    /// Holds the ingest lock throughout, so no record can slip in between the check and the reset.
+    /// Empties the journal once it has grown past `threshold` bytes. Under steady load the dirty set is never empty,
+    /// so this writes what is dirty itself, holding the ingest lock throughout (a pause of one flush every
+    /// `threshold` bytes of messages), so that no record slips in between the write and the reset.
     func compactJournal(threshold: Int64) throws {
         try ingest.withLock { state in
-            guard let journal = state.journal, journal.end > threshold, state.dirty.isEmpty else { return }
+            guard let journal = state.journal, journal.end > threshold else { return }
+            if !state.dirty.isEmpty {
+                try write(cache.devices(state.dirty.keys), state.dirty, position: (journal.generation, journal.end))
+                state.dirty = [:]
+            }
             try store.withLock { store in
                 let next = journal.generation + 1
                 // SQLite learns of the new generation first: a crash before the reset leaves an older file,
                 // which start-up then knows it has already applied.
                 try store?.setJournalPosition(generation: next, applied: Int64(Journal.headerSize))
                 try journal.reset(generation: next)
+            }
+        }
+    }
+
+    private func write(_ devices: [DeviceSnapshot], _ dirty: [String: Dirty], position: (UInt64, Int64)?) throws {
+        try store.withLock { store in
+            guard let store else { return }
+            try store.database.transaction(.immediate) {
+                for device in devices {
+                    let marks = dirty[device.id] ?? Dirty()
+                    try store.write(device, row: marks.row, properties: marks.properties, transfer: marks.transfer)
+                }
+                if let (generation, applied) = position {
+                    try store.setJournalPosition(generation: generation, applied: applied)
+                }
             }
         }
     }

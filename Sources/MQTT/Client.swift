@@ -213,6 +213,12 @@ public final class MQTTClient: Sendable {
                 state.stopRequested = true
                 state.exitWaiters.append(waiter)
                 if !state.threadRunning { state.finish() }
+                // Queue the DISCONNECT now: libmosquitto wakes the network thread's select for it, so the thread
+                // stops at once instead of at the end of its loop slice. Under the lock, as publish does, so the
+                // thread cannot destroy the handle meanwhile.
+                if state.threadRunning, state.connection == .connected, let handle = state.handle {
+                    _ = mosquitto_disconnect(handle.pointer)
+                }
             }
         }
     }

@@ -67,6 +67,8 @@ struct NetworkThread: Sendable {
             }
             let rc = mosquitto_loop(handle.pointer, Int32(Self.loopSliceMilliseconds), 1)
             guard rc != 0 else { continue }
+            // `disconnect()` queued a DISCONNECT itself: the connection ending now is the stop, not a loss.
+            if stopRequested { return nil }
             let lost = MQTTError.library(rc, errno: errno, context: "connection to \(target) lost", kind: .notConnected)
             core.withState { state in
                 state.transition(to: .reconnecting(reason: lost.description), error: lost)

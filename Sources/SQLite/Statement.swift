@@ -246,6 +246,13 @@ public final class Statement {
         isNull(i) ? nil : text(i)
     }
 
+    /// Reads a column's text as UTF-8 bytes without making a String (nil when NULL). The bytes are valid only inside
+    /// `body`: for loops that copy many columns straight into their own storage.
+    public func withText<R>(_ i: Int32, _ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
+        guard !isNull(i), let text = sqlite3_column_text(handle, i) else { return try body(nil) }
+        return try body(UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, i))))
+    }
+
     /// nil when NULL; an empty blob is `[]`.
     public func blob(_ i: Int32) -> [UInt8]? {
         isNull(i) ? nil : bytes(i)

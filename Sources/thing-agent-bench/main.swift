@@ -3,27 +3,43 @@ import TestSupport
 
 /// thing-agent's benchmarks: one run against one local broker, figures printed as a table.
 /// Build in release: `swift run -c release thing-agent-bench [--quick]`.
-let quick = CommandLine.arguments.contains("--quick")
+let arguments = CommandLine.arguments
+if let index = arguments.firstIndex(of: "--load-probe"), index + 1 < arguments.count {
+    try loadProbe(cache: arguments[index + 1])
+    exit(0)
+}
+if let index = arguments.firstIndex(of: "--make-cache"), index + 2 < arguments.count, let count = Int(arguments[index + 1]) {
+    try await makeCache(devices: count, at: arguments[index + 2])
+    exit(0)
+}
+let quick = arguments.contains("--quick")
+let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+func section(_ name: String) -> Bool { only == nil || only == name }
+let binDirectory = URL(fileURLWithPath: arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
 let report = Report()
 let directory = try makeTemporaryDirectory("thing-agent-bench")
 defer { try? FileManager.default.removeItem(atPath: directory) }
 
 var options = MosquittoBroker.Options()
-options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\nqueue_qos0_messages true\n"
+options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\nqueue_qos0_messages true\nset_tcp_nodelay true\n"
 let broker = try await MosquittoBroker.start(options)
 defer { broker.stop() }
 
 if CommandLine.arguments.contains("--receive-path") {
-    let messages = propertyReports(count: 200_000, devices: 1000)
+    let count = CommandLine.arguments.firstIndex(of: "--count").map { Int(CommandLine.arguments[$0 + 1]) ?? 0 } ?? 200_000
+    let messages = propertyReports(count: count, devices: 1000)
     let path = ReceivePathBenchmark(directory: directory)
     if !CommandLine.arguments.contains("--memory-only") {
         report.add("receive path, QoS 1 property report, cached to SQLite", "\(format(try await path.run(messages), 2)) µs/msg")
     }
     report.add("receive path, property report, memory only", "\(format(try await path.run(messages, store: false), 2)) µs/msg")
     report.printTable()
+    broker.stop()
+    try? FileManager.default.removeItem(atPath: directory)
     exit(0)
 }
 
+if section("ingest") {
 print("ingest (backlog drained through a persistent session)")
 let count = quick ? 20_000 : 100_000
 let ingest = IngestBenchmark(broker: broker, directory: directory)
@@ -39,5 +55,42 @@ report.add("raw mosquitto_sub, QoS 0 signal reports", "\(format(raw0)) msg/s", "
 let (agent0, agentCPU0) = try await ingest.agent(signals, qos: .atMostOnce)
 report.add("thing-agent, QoS 0 signal reports", "\(format(agent0)) msg/s",
            "ratio \(format(agent0 / raw0, 2)), \(format(agentCPU0, 1)) µs CPU/msg")
+}
+
+if section("latency") {
+    print("latency, publish to listener")
+    let latency = try await LatencyBenchmark(brokerURL: broker.url, directory: directory)
+        .run(rate: 5000, seconds: quick ? 2 : 10)
+    report.add("listener latency at 5,000 msg/s, p50 / p99 / p99.9",
+               "\(format(latency.p50 / 1000, 2)) / \(format(latency.p99 / 1000, 2)) / \(format(latency.p999 / 1000, 2)) ms",
+               "\(latency.received) reports")
+}
+
+if section("set") {
+    print("property-set round trips")
+    let sets = try await SetBenchmark(brokerURL: broker.url, directory: directory)
+        .run(devices: 50, sequential: quick ? 200 : 1000, concurrent: quick ? 1000 : 5000)
+    report.add("set round trip, sequential, p50 / p99", "\(format(sets.p50, 2)) / \(format(sets.p99, 2)) ms", "50 answering devices")
+    report.add("set throughput, all in flight at once", "\(format(sets.perSecond)) sets/s")
+}
+
+if section("cache") {
+    for devices in quick ? [100_000] : [100_000, 1_000_000] {
+        print("cache with \(devices) devices")
+        let path = directory + "/cache-\(devices).sqlite"
+        let made = try await Measure.seconds { try await makeCache(devices: devices, at: path) }
+        print("  made in \(format(made, 1)) s")
+        let (ready, rss) = try await restartToReady(benchExecutable: arguments[0], cache: path)
+        report.add("restart to ready, \(devices) devices", "\(format(ready, 2)) s", "resident \(format(rss)) MiB")
+        if devices == 100_000 {
+            let ns = try await deviceInfoNanoseconds(cache: path, devices: devices)
+            report.add("deviceInfo in process, \(devices) devices", "\(format(ns)) ns/call")
+            let (p50, p90) = try await infoProcessMilliseconds(executable: binDirectory + "/thing-agent", cache: path,
+                                                               devices: devices)
+            report.add("`thing-agent info` process, \(devices) devices, p50 / p90", "\(format(p50, 1)) / \(format(p90, 1)) ms")
+        }
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
 
 report.printTable()

@@ -3,7 +3,8 @@ import ThingAgent
 
 /// The subcommands, in the order `--help` lists them.
 let commands: [any Command.Type] = [
-    RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, StatsCommand.self,
+    RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, SetCommand.self, SceneCommand.self,
+    GatewaysCommand.self, TransferCommand.self, WifiScanCommand.self, SimulateCommand.self, StatsCommand.self,
 ]
 
 @MainActor

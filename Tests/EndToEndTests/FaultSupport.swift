@@ -48,9 +48,11 @@ func sqlite3(_ path: String, _ sql: String) async throws -> String {
     return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
-/// The journal `<db>.journal` as the test reads it, independently of the agent's code: a 12-byte header ("TAJ1" and
-/// a little-endian UInt64 generation), then records of UInt32 total length, UInt32 CRC-32, Int64 arrival time,
-/// UInt16 topic length, the topic and the payload.
+/// The journal `<db>.journal` as the test reads it, independently of the agent's code (docs/faults.md): a 16-byte
+/// header ("TAJ2", 4 reserved bytes, a little-endian UInt64 generation), then records of UInt32 total length,
+/// UInt32 CRC-32 of the rest of the record, UInt64 generation, Int64 arrival time, UInt16 topic length, the topic
+/// and the payload. The file is allocated ahead (zeros after the last record); a record whose length, generation
+/// or CRC does not fit ends the journal.
 struct JournalFile {
     struct Record {
         var offset: Int
@@ -59,30 +61,36 @@ struct JournalFile {
         var payload: [UInt8]
     }
 
+    static let headerSize = 16
+    static let recordHeaderSize = 26
+
     let generation: UInt64
-    let size: Int
-    /// The whole records, in order (a torn last record is not among them).
+    /// The whole records of the current generation, in order (a torn or corrupt record ends them).
     let records: [Record]
+    /// Where the next record would go.
+    var end: Int { records.last.map { $0.offset + $0.length } ?? Self.headerSize }
 
     init(path: String) throws {
-        guard let data = FileManager.default.contents(atPath: path), data.count >= 12 else {
+        guard let data = FileManager.default.contents(atPath: path), data.count >= Self.headerSize else {
             throw TestSupportError("no journal at \(path)")
         }
         let bytes = [UInt8](data)
-        guard bytes[0..<4] == Array("TAJ1".utf8)[...] else { throw TestSupportError("\(path) is not a journal") }
+        guard bytes[0..<4] == Array("TAJ2".utf8)[...] else { throw TestSupportError("\(path) is not a journal") }
         func integer(_ offset: Int, _ width: Int) -> UInt64 {
             (0..<width).reduce(UInt64(0)) { $0 | UInt64(bytes[offset + $1]) << (8 * UInt64($1)) }
         }
-        generation = integer(4, 8)
-        size = bytes.count
+        generation = integer(8, 8)
         var records: [Record] = []
-        var offset = 12
-        while offset + 18 <= bytes.count {
+        var offset = Self.headerSize
+        while offset + Self.recordHeaderSize <= bytes.count {
             let length = Int(integer(offset, 4))
-            guard length >= 18, offset + length <= bytes.count else { break }
-            let topicLength = Int(integer(offset + 16, 2))
-            let topicEnd = offset + 18 + topicLength
-            let topic = String(decoding: bytes[(offset + 18)..<topicEnd], as: UTF8.self)
+            guard length >= Self.recordHeaderSize, offset + length <= bytes.count,
+                  integer(offset + 8, 8) == generation,
+                  crc32(bytes[(offset + 8)..<(offset + length)]) == UInt32(integer(offset + 4, 4)) else { break }
+            let topicLength = Int(integer(offset + 24, 2))
+            let topicEnd = offset + Self.recordHeaderSize + topicLength
+            guard topicEnd <= offset + length else { break }
+            let topic = String(decoding: bytes[(offset + Self.recordHeaderSize)..<topicEnd], as: UTF8.self)
             records.append(Record(offset: offset, length: length, topic: topic,
                                   payload: Array(bytes[topicEnd..<(offset + length)])))
             offset += length
@@ -105,6 +113,16 @@ struct JournalFile {
         let applied = generation == storedGeneration ? position["journal_applied"] ?? 0 : 0
         return records.filter { $0.offset >= applied }
     }
+}
+
+/// CRC-32 (IEEE), bit by bit.
+func crc32(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+    var crc = ~UInt32(0)
+    for byte in bytes {
+        crc ^= UInt32(byte)
+        for _ in 0..<8 { crc = crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
+    }
+    return ~crc
 }
 
 /// A property report of the streams below: `counter` is the report's number `n`, and `r<n>` a property of its own,

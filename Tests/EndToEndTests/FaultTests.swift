@@ -202,9 +202,10 @@ struct FaultTests {
         }
     }
 
-    /// A crash in the middle of a journal write (or a power cut) leaves a torn or corrupt last record: start-up
-    /// replays the whole records before it, ignores the rest, and the journal works on afterwards.
-    @Test(.timeLimit(.minutes(1)), arguments: ["truncated", "corrupt"])
+    /// A crash in the middle of a journal write (or a power cut) leaves a torn or corrupt last record, or bytes that
+    /// are no record after the last one: start-up replays the whole records before them, ignores the rest, and the
+    /// journal works on afterwards.
+    @Test(.timeLimit(.minutes(1)), arguments: ["truncated", "corrupt", "garbage after the end"])
     func aTornJournalTailIsIgnoredAndTheRecordsBeforeItReplayed(damage: String) async throws {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)
@@ -224,24 +225,29 @@ struct FaultTests {
             let journal = try JournalFile(path: harness.journal)
             let last = try #require(journal.records.last)
             let handle = try #require(FileHandle(forUpdatingAtPath: harness.journal))
-            if damage == "truncated" {
+            var random = SeededGenerator(seed: SeededGenerator.seed(for: #function + damage))
+            let garbage = (0..<100).map { _ in UInt8.random(in: 0...255, using: &random) }
+            switch damage {
+            case "truncated":
                 try handle.truncate(atOffset: UInt64(last.offset + last.length / 2))
-            } else {
+            case "corrupt":
                 // One flipped byte in the last record's payload, and garbage after it.
                 try handle.seek(toOffset: UInt64(last.offset + last.length - 3))
                 let byte = try #require(try handle.read(upToCount: 1)?.first)
                 try handle.seek(toOffset: UInt64(last.offset + last.length - 3))
                 try handle.write(contentsOf: [byte ^ 0x20])
-                try handle.seekToEnd()
-                var random = SeededGenerator(seed: SeededGenerator.seed(for: #function))
-                try handle.write(contentsOf: (0..<100).map { _ in UInt8.random(in: 0...255, using: &random) })
+                try handle.write(contentsOf: garbage)
+            default:
+                try handle.seek(toOffset: UInt64(journal.end))
+                try handle.write(contentsOf: garbage)
             }
             try handle.close()
+            let intact = damage == "garbage after the end" ? 20 : 19
 
             try await harness.startDaemon(offline: true)
-            #expect(harness.daemon?.log.contains("replayed the journal records=19") == true,
+            #expect(harness.daemon?.log.contains("replayed the journal records=\(intact)") == true,
                     "\(harness.daemon?.log ?? "")")
-            try await harness.expectWholeStream("torn", last: 19)
+            try await harness.expectWholeStream("torn", last: intact)
             let offline = try #require(harness.daemon)
             offline.signal(SIGTERM)
             #expect(await offline.waitForExit(timeout: .seconds(2)) == 0)
@@ -257,7 +263,7 @@ struct FaultTests {
             running.signal(SIGTERM)
             #expect(await running.waitForExit(timeout: .seconds(2)) == 0)
             #expect(try await sqlite3(harness.database, "SELECT value FROM properties WHERE code = 'after'") == "true")
-            try await harness.expectWholeStream("torn", last: 19)
+            try await harness.expectWholeStream("torn", last: intact)
             await device.disconnect()
         }
     }

@@ -58,14 +58,15 @@ final class CacheFlusher: Sendable {
         thread.start()
     }
 
-    /// Stops the thread after a last flush. Call after the receive path has stopped.
+    /// Stops the thread after a last flush, and empties the journal (SQLite then holds everything).
+    /// Call after the receive path has stopped.
     func stop() {
         if started.load(ordering: .relaxed), !stopping.exchange(true, ordering: .relaxed) {
             stopSignal.signal()
             writer.dirtySignal.signal()
             done.wait()
         }
-        flushOnce()
+        flushOnce(journalLimit: 0)
     }
 
     /// Sleeps for `duration`, or less when `stop()` is called meanwhile.
@@ -80,12 +81,12 @@ final class CacheFlusher: Sendable {
         return rows
     }
 
-    private func flushOnce() {
+    private func flushOnce(journalLimit: Int64? = nil) {
         do {
             let rows = changedReport()
             try writer.flush(meta: rows ?? [:])
             if let rows { reported.withLock { $0 = rows } }
-            try writer.compactJournal(threshold: journalLimit)
+            try writer.compactJournal(threshold: journalLimit ?? self.journalLimit)
         } catch {
             logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
                          metadata: ["error": "\(error)"])

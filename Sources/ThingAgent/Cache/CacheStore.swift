@@ -1,5 +1,7 @@
+import Foundation
 import JSON
 import SQLite
+import Synchronization
 
 /// The SQLite side of the cache: writes what changed, reads everything back at start.
 /// Not thread-safe: its owner serializes access (the ingest path holds it in a Mutex).
@@ -7,6 +9,7 @@ final class CacheStore {
     let database: Database
     private let upsertDevice: Statement
     private let upsertProperty: Statement
+    private let touchDevice: Statement
     private let upsertTransfer: Statement
 
     /// Opens (or creates) the cache file and brings its schema up to date.
@@ -26,6 +29,7 @@ final class CacheStore {
             ON CONFLICT(dev_id) DO UPDATE SET
             \(columns.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
             """)
+        touchDevice = try database.prepare("UPDATE devices SET updated_at = ? WHERE dev_id = ?")
         upsertProperty = try database.prepare("""
             INSERT INTO properties (dev_id, code, value, time) VALUES (?, ?, ?, ?)
             ON CONFLICT(dev_id, code) DO UPDATE SET value = excluded.value, time = excluded.time
@@ -40,8 +44,16 @@ final class CacheStore {
     }
 
     /// Writes a device's row and the named properties (and its transfer). The caller wraps calls in a transaction.
-    func write(_ device: DeviceSnapshot, properties codes: some Sequence<String>, transfer: Bool) throws {
-        try writeDevice(device)
+    /// Writes a device: its whole row when `row`, else only `updated_at` (property reports, the common case, leave
+    /// the thirty columns of the row as they were).
+    func write(_ device: DeviceSnapshot, row: Bool, properties codes: some Sequence<String>, transfer: Bool) throws {
+        if row {
+            try writeDevice(device)
+        } else {
+            try touchDevice.bind(device.updatedAt, at: 1)
+            try touchDevice.bind(device.id, at: 2)
+            try touchDevice.run()
+        }
         for code in codes {
             guard let property = device.properties[code] else { continue }
             try upsertProperty.bind(device.id, at: 1)
@@ -104,12 +116,12 @@ final class CacheStore {
             return index
         }
         try statement.bind(device.id, at: next())
-        for field in DeviceInfo.fields {
+        for (index, field) in DeviceInfo.fields.enumerated() {
             let at = next()
-            switch device.info.fields[field.key] {
-            case nil, .null?: try statement.bindNull(at: at)
-            case .string(let text)?: try statement.bind(text, at: at)
-            case let value?:
+            switch device.info.value(at: index) {
+            case .null: try statement.bindNull(at: at)
+            case .string(let text): try statement.bind(text, at: at)
+            case let value:
                 if let integer = value.int64Value, field.type.isInteger {
                     try statement.bind(integer, at: at)
                 } else {
@@ -149,25 +161,39 @@ final class CacheStore {
         try load(filter: "dev_id = ?", [.text(id)])[id]
     }
 
+    /// Reads the devices whose info names `gateway` (indexed by `devices_by_gateway`).
+    func loadSubDevices(of gateway: String) throws -> [DeviceSnapshot] {
+        try load(filter: "gateway_id = ?", [.text(gateway)]).values.sorted { $0.id < $1.id }
+    }
+
     /// Reads the devices matching an SQL condition on `devices` (and their properties and transfers).
+    /// The whole cache is read on two threads: the properties on a second connection while the device rows load.
     private func load(filter: String?, _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
-        let condition = filter.map { " WHERE \($0)" } ?? ""
-        var devices: [String: DeviceSnapshot] = [:]
-        let select = try database.prepare(
-            "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
-        try select.bind(bindings)
-        while try select.step() {
-            let device = try Self.device(from: select)
-            devices[device.id] = device
-        }
         let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
-        let properties = try database.prepare("SELECT dev_id, code, value, time FROM properties\(scope)")
-        try properties.bind(bindings)
-        while try properties.step() {
-            guard let id = properties.string(0), let code = properties.string(1),
-                  let text = properties.string(2) else { continue }
-            let value = (try? JSONParser.parse(text)) ?? .string(text)
-            devices[id]?.properties[code] = PropertyValue(value: value, time: properties.int64(3))
+        let tables: [(String, PropertyTable)]
+        var devices: [String: DeviceSnapshot]
+        if filter == nil {
+            let result = Mutex<Result<[(String, PropertyTable)], any Error>?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            let path = database.path
+            Thread.detachNewThread {
+                let loaded = Result { () throws -> [(String, PropertyTable)] in
+                    try Self.loadProperties(Database(path: path, options: .init(readOnly: true)), scope: "", [])
+                }
+                result.withLock { $0 = loaded }
+                done.signal()
+            }
+            let rows = Result { try Self.loadDevices(database, condition: "", []) }
+            done.wait()
+            devices = try rows.get()
+            tables = try result.withLock { $0! }.get()
+        } else {
+            devices = try Self.loadDevices(database, condition: filter.map { " WHERE \($0)" } ?? "", bindings)
+            tables = try Self.loadProperties(database, scope: scope, bindings)
+        }
+        for (id, table) in tables {
+            // Through the index: an optional-chained assignment would copy the whole snapshot out and back.
+            if let index = devices.index(forKey: id) { devices.values[index].properties = table }
         }
         let transferScope = filter.map { " WHERE gateway_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let transfers = try database.prepare("""
@@ -184,7 +210,45 @@ final class CacheStore {
         return devices
     }
 
-    private static func device(from row: Statement) throws -> DeviceSnapshot {
+    private static func loadDevices(_ database: Database, condition: String,
+                                    _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
+        var devices: [String: DeviceSnapshot] = [:]
+        if condition.isEmpty, let count = try database.scalar("SELECT count(*) FROM devices"), case .integer(let n) = count {
+            devices.reserveCapacity(Int(n))
+        }
+        var builder = FieldStorage.Builder(capacity: 512)
+        let select = try database.prepare(
+            "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
+        try select.bind(bindings)
+        while try select.step() {
+            let device = try device(from: select, builder: &builder)
+            devices[device.id] = device
+        }
+        return devices
+    }
+
+    /// Each device's properties. The table is keyed (dev_id, code), so rows come grouped by device.
+    private static func loadProperties(_ database: Database, scope: String,
+                                       _ bindings: [SQLiteValue]) throws -> [(String, PropertyTable)] {
+        let interner = ValueInterner()
+        let properties = try database.prepare("SELECT dev_id, code, value, time FROM properties\(scope)")
+        try properties.bind(bindings)
+        var tables: [(String, PropertyTable)] = []
+        var current: (id: String, table: PropertyTable)?
+        while try properties.step() {
+            guard let id = properties.string(0), let code = properties.string(1),
+                  let text = properties.string(2) else { continue }
+            if current?.id != id {
+                if let current { tables.append(current) }
+                current = (id, PropertyTable())
+            }
+            current?.table[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
+        }
+        if let current { tables.append(current) }
+        return tables
+    }
+
+    private static func device(from row: Statement, builder: inout FieldStorage.Builder) throws -> DeviceSnapshot {
         var column: Int32 = 0
         func next() -> Int32 {
             defer { column += 1 }
@@ -193,20 +257,27 @@ final class CacheStore {
         func optionalInt(_ i: Int32) -> Int64? { row.isNull(i) ? nil : row.int64(i) }
 
         let id = row.string(next()) ?? ""
-        var fields = JSONObject()
-        for field in DeviceInfo.fields {
+        var signal: (wifi: Int64?, rsrp: Int64?) = (nil, nil)
+        for (index, field) in DeviceInfo.fields.enumerated() {
             let i = next()
-            guard !row.isNull(i) else { continue }
-            switch field.type {
-            case .integer: fields[field.key] = .integer(row.int64(i))
-            case .stringArray, .object:
-                let text = row.string(i) ?? "null"
-                fields[field.key] = (try? JSONParser.parse(text)) ?? .null
-            case .string, .oneOf: fields[field.key] = row.string(i).map(JSONValue.string) ?? .null
+            if row.isNull(i) {
+                builder.appendNull()
+                continue
+            }
+            switch (index, field.type) {
+            case (DeviceInfo.wifiIndex, _):
+                signal.wifi = row.int64(i)
+                builder.appendNull()
+            case (DeviceInfo.rsrpIndex, _):
+                signal.rsrp = row.int64(i)
+                builder.appendNull()
+            case (_, .integer): builder.appendInteger(row.int64(i))
+            case (_, .stringArray), (_, .object): row.withText(i) { $0.map { builder.appendJSON($0) } ?? builder.appendNull() }
+            case (_, .string), (_, .oneOf): row.withText(i) { $0.map { builder.appendString($0) } ?? builder.appendNull() }
             }
         }
         var device = DeviceSnapshot(id: id, seenAt: 0)
-        device.info = DeviceInfo(devId: id, fields: fields)
+        device.info = DeviceInfo(devId: id, storage: builder.build(), wifiSignal: signal.wifi, rsrp: signal.rsrp)
         device.infoTime = optionalInt(next())
         device.online = optionalInt(next()).map { $0 != 0 }
         device.statusTime = optionalInt(next())

@@ -5,17 +5,41 @@ import Synchronization
 /// apply it to the device's snapshot in place, mark what changed as dirty, tell listeners. SQLite gets the dirty
 /// devices later, in one transaction per batch, with the journal position it covers (`flush()`).
 /// Memory never runs ahead of the journal, and SQLite plus the journal's tail always hold everything applied.
+///
+/// A requester (the CLI) shares the daemon's file and keeps no journal: it takes the path in
+/// `CacheWriter+SharedFile.swift` instead, one SQLite transaction per change, reading each device from the file.
 final class CacheWriter: Sendable {
     let cache: DeviceCache
     let hub: EventHub
+    /// Another process (the daemon) writes the same file, so each device is read from the file, inside the write
+    /// transaction, before it is changed: this process never writes back an older copy it holds in memory. The
+    /// other process may have applied a message already; listeners then hear what changed in this process's view
+    /// (memory before, file after), so they miss nothing.
+    let sharesFile: Bool
 
     /// What changed per device since the last flush.
     struct Dirty: Sendable {
+        /// The device's own row (info, status, signal) changed, or the device is new.
+        var row = false
         var properties: Set<String> = []
         var transfer = false
+
+        mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
+            for change in changes.properties { properties.insert(change.code) }
+            if changes.transfer != nil { transfer = true }
+            if isNew || changes.status != nil || changes.wifiSignal != nil || changes.rsrp != nil || changes.info {
+                row = true
+            }
+        }
+
+        mutating func merge(_ other: Dirty) {
+            row = row || other.row
+            properties.formUnion(other.properties)
+            transfer = transfer || other.transfer
+        }
     }
 
-    private struct IngestState: ~Copyable {
+    struct IngestState: ~Copyable {
         var journal: Journal?
         var dirty: [String: Dirty] = [:]
     }
@@ -23,15 +47,17 @@ final class CacheWriter: Sendable {
     /// Serializes every change: journal append, in-place apply, dirty marking, and the flusher's consistent cut.
     private let ingest: Mutex<IngestState>
     /// The SQLite side; nil for a memory-only cache (`thing-agent watch` must not write the daemon's file).
-    private let store: Mutex<CacheStore?>
+    let store: Mutex<CacheStore?>
     /// Wakes the flusher when the dirty set stops being empty.
     let dirtySignal = DispatchSemaphore(value: 0)
 
-    init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub) {
+    init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
+         sharesFile: Bool = false) {
         self.store = Mutex(store)
         self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
         self.hub = hub
+        self.sharesFile = sharesFile
     }
 
     enum Outcome: Equatable {
@@ -40,28 +66,45 @@ final class CacheWriter: Sendable {
     }
 
     /// Applies `message` to `deviceId` (creating the device on its first valid message). `raw` is journaled first
-    /// when given; replays of the journal pass nil.
+    /// when given; replays of the journal pass nil. A transfer that reaches `finish` re-links the faulty gateway's
+    /// sub-devices as part of the same change (so a replay of the journaled report re-links them again).
     func apply(_ message: InboundMessage, to deviceId: String, now: Millis,
                raw: (topic: String, payload: [UInt8])? = nil) throws -> Outcome {
+        if sharesFile { return try applyToSharedFile(message, to: deviceId, now: now) }
+        return try applyInPlace(to: deviceId, now: now) { _ in (message, raw) } ?? .unchanged
+    }
+
+    /// A message to apply and, when it is to be journaled, its raw form.
+    typealias Prepared = (message: InboundMessage, raw: (topic: String, payload: [UInt8])?)
+
+    /// The in-place path: under the ingest lock, `prepare` sees the device's current snapshot and gives the message
+    /// to apply (nil: nothing to do, and nil is returned); it is journaled, applied, marked dirty; then listeners
+    /// hear of it.
+    func applyInPlace(to deviceId: String, now: Millis,
+                      _ prepare: (DeviceSnapshot?) -> Prepared?) throws -> Outcome? {
         let wantsEvents = hub.hasListeners
-        let (outcome, events, wake) = try ingest.withLock { state throws -> (Outcome, [DeviceEvent], Bool) in
+        let (outcome, events, wake) = try ingest.withLock { state throws -> (Outcome?, [DeviceEvent], Bool) in
+            guard let (message, raw) = prepare(cache.device(deviceId)) else { return (nil, [], false) }
             if let raw, let journal = state.journal {
                 try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
             }
+
             let applied = try cache.mutate(deviceId, create: { DeviceSnapshot(id: deviceId, seenAt: now) }) {
                 device, isNew -> (AppliedChanges, Bool, [DeviceEvent]) in
                 let changes = try device.apply(message, now: now)
                 let events = wantsEvents && !changes.isEmpty ? changes.events(for: device) : []
                 return (changes, isNew, events)
             }
-            guard let (changes, isNew, events) = applied, !changes.isEmpty || isNew else {
+            guard let (changes, isNew, deviceEvents) = applied, !changes.isEmpty || isNew else {
                 return (.unchanged, [], false)
             }
             let wasClean = state.dirty.isEmpty
-            var dirty = state.dirty[deviceId] ?? Dirty()
-            for change in changes.properties { dirty.properties.insert(change.code) }
-            if changes.transfer != nil { dirty.transfer = true }
-            state.dirty[deviceId] = dirty
+            state.dirty[deviceId, default: Dirty()].mark(changes, isNew: isNew)
+            var events = deviceEvents
+            if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
+                events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
+                                        dirty: &state.dirty, wantsEvents: wantsEvents)
+            }
             return (.changed(changes), events, wasClean)
         }
         if wake { dirtySignal.signal() }
@@ -69,68 +112,85 @@ final class CacheWriter: Sendable {
         return outcome
     }
 
+    /// Moves the faulty gateway's sub-devices to `gateway` in memory and marks them dirty (see
+    /// `DeviceSnapshot.relink` for the rule). Runs under the ingest lock, within the finish report's change.
+    private func relinkInPlace(of faulty: String, to gateway: String, reportedAt time: Millis, now: Millis,
+                               dirty: inout [String: Dirty], wantsEvents: Bool) -> [DeviceEvent] {
+        var events: [DeviceEvent] = []
+        for sub in cache.subDevices(of: faulty) where sub.id != gateway {
+            let moved = try? cache.mutate(sub.id, create: { nil }) { device, _ -> DeviceInfo in
+                device.relink(to: gateway, at: time, now: now)
+                return device.info
+            }
+            guard let info = moved.flatMap({ $0 }) else { continue }
+            dirty[sub.id, default: Dirty()].row = true
+            if wantsEvents { events.append(.infoChanged(deviceId: sub.id, info: info)) }
+        }
+        return events
+    }
+
     var hasDirty: Bool { ingest.withLock { !$0.dirty.isEmpty } }
 
     /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers and
-    /// `meta` rows given (the receive-path counters). On failure the dirty marks are kept for the next try.
+    /// the `meta` rows given (the daemon's receive-path counters). The SQLite work runs outside the ingest lock; on
+    /// failure the dirty marks are kept for the next try.
     func flush(meta: [String: Int64] = [:]) throws {
         let (devices, dirty, position) = ingest.withLock { state -> ([DeviceSnapshot], [String: Dirty], (UInt64, Int64)?) in
             let dirty = state.dirty
             state.dirty = [:]
-            let position = state.journal.map { ($0.generation, $0.end) }
-            return (cache.devices(dirty.keys), dirty, position)
+            return (cache.devices(dirty.keys), dirty, state.journal.map { ($0.generation, $0.end) })
         }
         guard !dirty.isEmpty || !meta.isEmpty else { return }
         do {
-            try store.withLock { store in
-                guard let store else { return }
-                try store.database.transaction(.immediate) {
-                    for device in devices {
-                        let marks = dirty[device.id] ?? Dirty()
-                        try store.write(device, properties: marks.properties, transfer: marks.transfer)
-                    }
-                    if !dirty.isEmpty, let (generation, applied) = position {
-                        try store.setJournalPosition(generation: generation, applied: applied)
-                    }
-                    if !meta.isEmpty {
-                        try store.setMeta(meta.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) })
-                    }
-                }
-            }
+            try write(devices, dirty, position: dirty.isEmpty ? nil : position, meta: meta)
         } catch {
             ingest.withLock { state in
-                for (id, marks) in dirty {
-                    var merged = state.dirty[id] ?? Dirty()
-                    merged.properties.formUnion(marks.properties)
-                    merged.transfer = merged.transfer || marks.transfer
-                    state.dirty[id] = merged
-                }
+                for (id, marks) in dirty { state.dirty[id, default: Dirty()].merge(marks) }
             }
             throw error
         }
     }
 
-    /// Writes `meta` rows alone (the receive-path counters), in a transaction of their own.
-    func writeMeta(_ rows: [String: Int64]) throws {
-        try store.withLock { store in
-            guard let store else { return }
-            try store.database.transaction(.immediate) {
-                try store.setMeta(rows.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) })
-            }
-        }
-    }
-
-    /// Empties the journal once SQLite holds everything in it and it has grown past `threshold` bytes.
-    /// Holds the ingest lock throughout, so no record can slip in between the check and the reset.
+    /// Empties the journal once it has grown past `threshold` bytes. Under steady load the dirty set is never empty,
+    /// so this writes what is dirty itself, holding the ingest lock throughout (a pause of one flush every
+    /// `threshold` bytes of messages), so that no record slips in between the write and the reset.
     func compactJournal(threshold: Int64) throws {
         try ingest.withLock { state in
-            guard let journal = state.journal, journal.end > threshold, state.dirty.isEmpty else { return }
+            guard let journal = state.journal, journal.end > threshold else { return }
+            if !state.dirty.isEmpty {
+                try write(cache.devices(state.dirty.keys), state.dirty, position: (journal.generation, journal.end))
+                state.dirty = [:]
+            }
             try store.withLock { store in
                 let next = journal.generation + 1
                 // SQLite learns of the new generation first: a crash before the reset leaves an older file,
                 // which start-up then knows it has already applied.
                 try store?.setJournalPosition(generation: next, applied: Int64(Journal.headerSize))
                 try journal.reset(generation: next)
+            }
+        }
+    }
+
+    /// Writes `meta` rows alone (the receive-path counters), in a transaction of their own.
+    func writeMeta(_ rows: [String: Int64]) throws {
+        try write([], [:], position: nil, meta: rows)
+    }
+
+    private func write(_ devices: [DeviceSnapshot], _ dirty: [String: Dirty], position: (UInt64, Int64)?,
+                       meta: [String: Int64] = [:]) throws {
+        try store.withLock { store in
+            guard let store else { return }
+            try store.database.transaction(.immediate) {
+                for device in devices {
+                    let marks = dirty[device.id] ?? Dirty()
+                    try store.write(device, row: marks.row, properties: marks.properties, transfer: marks.transfer)
+                }
+                if let (generation, applied) = position {
+                    try store.setJournalPosition(generation: generation, applied: applied)
+                }
+                if !meta.isEmpty {
+                    try store.setMeta(meta.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) })
+                }
             }
         }
     }

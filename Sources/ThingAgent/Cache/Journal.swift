@@ -4,10 +4,14 @@ import Glibc
 
 /// An append-only file of the raw messages the receive path accepted, written before the broker gets its PUBACK.
 ///
-/// One `write(2)` per message puts the record in the kernel's page cache, which survives a killed process; SQLite
-/// gets the same changes later, in batched transactions (`CacheFlusher`). At start, the records SQLite has not seen
-/// yet are replayed through the same decode-and-apply path, which is idempotent (stale values lose), so replaying a
-/// record twice changes nothing. Not thread-safe: `CacheWriter` serializes access.
+/// The file is memory-mapped (`MAP_SHARED`): appending a record is a copy into the page cache, no system call, and
+/// the page cache outlives a killed process. SQLite gets the same changes later, in batched transactions
+/// (`CacheFlusher`). At start, the records SQLite has not seen are replayed through the same decode-and-apply path,
+/// which is idempotent (stale values lose), so replaying a record twice changes nothing.
+///
+/// Every record carries the journal's generation and a CRC. Emptying the journal only bumps the generation in the
+/// header; replay stops at the first record that is torn, corrupt or of an older generation, so old bytes past the
+/// end are never mistaken for new records. Not thread-safe: `CacheWriter` serializes access.
 final class Journal {
     struct Record: Equatable {
         var topic: String
@@ -15,133 +19,164 @@ final class Journal {
         var arrival: Millis
     }
 
-    static let magic: [UInt8] = Array("TAJ1".utf8)
-    static let headerSize = 12          // magic + UInt64 generation
-    static let recordHeaderSize = 18    // UInt32 length + UInt32 crc + Int64 arrival + UInt16 topic length
+    static let magic: [UInt8] = Array("TAJ2".utf8)
+    static let headerSize = 16                  // magic, UInt32 reserved, UInt64 generation
+    static let recordHeaderSize = 26            // UInt32 length, UInt32 crc, UInt64 generation, Int64 arrival, UInt16 topic length
+    static let initialCapacity = 16 << 20
 
     let path: String
     private let fd: Int32
+    private var base: UnsafeMutableRawPointer
+    private var capacity: Int
     /// Bumped each time the journal is emptied, so a stale file is never replayed against a newer cache.
     private(set) var generation: UInt64
-    /// Bytes in the file, header included.
+    /// Where the next record goes (bytes from the start of the file).
     private(set) var end: Int64
-    private var buffer: [UInt8] = []
 
     init(path: String) throws(JournalError) {
         self.path = path
-        fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw JournalError(path: path, operation: "open", code: errno) }
-        let size = lseek(fd, 0, SEEK_END)
-        if size < Int64(Self.headerSize) {
-            generation = 1
-            end = 0
-            do {
-                try Self.truncate(fd, path: path)
-                try writeHeader()
-            } catch {
-                close(fd)
-                throw error
-            }
-            return
-        }
+        let size = Int(lseek(fd, 0, SEEK_END))
+        // A file that holds something else is refused, not taken over: it is left as it is for a person to look at.
         var header = [UInt8](repeating: 0, count: Self.headerSize)
-        guard pread(fd, &header, Self.headerSize, 0) == Self.headerSize, Array(header[0..<4]) == Self.magic else {
+        let read = size > 0 ? pread(fd, &header, Self.headerSize, 0) : 0
+        if read > 0, Array(header[0..<min(4, read)]) != Array(Self.magic[0..<min(4, read)]), header.contains(where: { $0 != 0 }) {
             close(fd)
-            throw JournalError(path: path, operation: "read the header of", code: EINVAL)
+            throw JournalError(path: path, operation: "use", code: EINVAL,
+                               detail: "it is not a thing-agent journal; move it away to start a new one")
         }
-        generation = header[4..<12].enumerated().reduce(0) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
-        end = Int64(size)
+        capacity = max(size, Self.initialCapacity)
+        do throws(JournalError) {
+            if size < capacity, ftruncate(fd, off_t(capacity)) != 0 {
+                throw JournalError(path: path, operation: "size", code: errno)
+            }
+            base = try Self.map(fd, capacity, path: path)
+        } catch {
+            close(fd)
+            throw error
+        }
+        let existing = size >= Self.headerSize && Array(UnsafeRawBufferPointer(start: base, count: 4)) == Self.magic
+        generation = existing ? base.loadUnaligned(fromByteOffset: 8, as: UInt64.self).littleEndianValue : 1
+        end = Int64(Self.headerSize)
+        if !existing { writeHeader() }
+        // The append position is after the last intact record of this generation.
+        if let last = scan(from: end).last { end = last.end }
     }
 
     deinit {
+        munmap(base, capacity)
         close(fd)
     }
 
-    /// Appends one record with a single write, so a killed process leaves either all of it or none.
+    /// Appends one record. The length is stored last, so a process killed mid-copy leaves a record that replay
+    /// recognizes as torn.
     func append(topic: String, payload: [UInt8], arrival: Millis) throws(JournalError) {
-        let topicBytes = topic.utf8
-        let length = Self.recordHeaderSize + topicBytes.count + payload.count
-        buffer.removeAll(keepingCapacity: true)
-        buffer.reserveCapacity(length)
-        Self.put(UInt32(length), into: &buffer)
-        Self.put(UInt32(0), into: &buffer)                   // crc, filled below
-        Self.put(UInt64(bitPattern: arrival), into: &buffer)
-        Self.put(UInt16(topicBytes.count), into: &buffer)
-        buffer.append(contentsOf: topicBytes)
-        buffer.append(contentsOf: payload)
-        let crc = CRC32.checksum(buffer[8...])
-        buffer.withUnsafeMutableBytes { $0.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self) }
-        let written = buffer.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        guard written == length else {
-            // A short write (disk full) leaves a torn tail; cut it so the next record starts clean.
-            if written > 0 { ftruncate(fd, off_t(end)) }
-            throw JournalError(path: path, operation: "append to", code: written < 0 ? errno : ENOSPC)
+        let length = Self.recordHeaderSize + topic.utf8.count + payload.count
+        if Int(end) + length > capacity { try grow(toFit: Int(end) + length) }
+        let record = base + Int(end)
+        record.storeBytes(of: UInt32(0), toByteOffset: 0, as: UInt32.self)
+        record.storeBytes(of: generation.littleEndian, toByteOffset: 8, as: UInt64.self)
+        record.storeBytes(of: UInt64(bitPattern: arrival).littleEndian, toByteOffset: 16, as: UInt64.self)
+        var topic = topic
+        let topicLength = topic.withUTF8 { bytes in
+            if let source = bytes.baseAddress {
+                (record + Self.recordHeaderSize).copyMemory(from: source, byteCount: bytes.count)
+            }
+            return bytes.count
         }
+        record.storeBytes(of: UInt16(topicLength).littleEndian, toByteOffset: 24, as: UInt16.self)
+        payload.withUnsafeBytes { bytes in
+            if let source = bytes.baseAddress {
+                (record + Self.recordHeaderSize + topicLength).copyMemory(from: source, byteCount: bytes.count)
+            }
+        }
+        let crc = CRC32.checksum(UnsafeRawBufferPointer(start: record + 8, count: length - 8))
+        record.storeBytes(of: crc.littleEndian, toByteOffset: 4, as: UInt32.self)
+        record.storeBytes(of: UInt32(length).littleEndian, toByteOffset: 0, as: UInt32.self)
         end += Int64(length)
     }
 
-    /// The records from `offset` on, stopping at the first torn or corrupt one (a crash mid-write, a power loss).
+    /// The records from `offset` on, stopping at the first torn, corrupt or older one.
     func records(from offset: Int64) -> [(record: Record, end: Int64)] {
-        let start = max(offset, Int64(Self.headerSize))
-        guard end > start else { return [] }
-        var bytes = [UInt8](repeating: 0, count: Int(end - start))
-        let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, off_t(start)) }
-        guard count > 0 else { return [] }
-        var result: [(Record, Int64)] = []
-        var position = 0
-        while position + Self.recordHeaderSize <= count {
-            let length = Int(Self.get(UInt32.self, bytes, position))
-            guard length >= Self.recordHeaderSize, position + length <= count else { break }
-            let crc = Self.get(UInt32.self, bytes, position + 4)
-            guard CRC32.checksum(bytes[(position + 8)..<(position + length)]) == crc else { break }
-            let arrival = Int64(bitPattern: Self.get(UInt64.self, bytes, position + 8))
-            let topicLength = Int(Self.get(UInt16.self, bytes, position + 16))
-            let topicStart = position + Self.recordHeaderSize
-            guard topicStart + topicLength <= position + length else { break }
-            let topic = String(decoding: bytes[topicStart..<(topicStart + topicLength)], as: UTF8.self)
-            let payload = Array(bytes[(topicStart + topicLength)..<(position + length)])
-            position += length
-            result.append((Record(topic: topic, payload: payload, arrival: arrival), start + Int64(position)))
-        }
-        return result
+        scan(from: max(offset, Int64(Self.headerSize)))
     }
 
     /// Empties the journal and starts the next generation (every record is in SQLite by now).
     func reset(generation next: UInt64) throws(JournalError) {
-        try Self.truncate(fd, path: path)
         generation = next
-        end = 0
-        try writeHeader()
-    }
-
-    private func writeHeader() throws(JournalError) {
-        var header = Self.magic
-        Self.put(generation, into: &header)
-        let written = header.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        guard written == Self.headerSize else { throw JournalError(path: path, operation: "write the header of", code: errno) }
+        writeHeader()
         end = Int64(Self.headerSize)
+        if capacity > Self.initialCapacity {
+            munmap(base, capacity)
+            capacity = Self.initialCapacity
+            guard ftruncate(fd, off_t(capacity)) == 0 else { throw JournalError(path: path, operation: "shrink", code: errno) }
+            base = try Self.map(fd, capacity, path: path)
+        }
     }
 
-    private static func truncate(_ fd: Int32, path: String) throws(JournalError) {
-        guard ftruncate(fd, 0) == 0 else { throw JournalError(path: path, operation: "truncate", code: errno) }
+    private func scan(from start: Int64) -> [(record: Record, end: Int64)] {
+        var result: [(Record, Int64)] = []
+        var position = Int(start)
+        while position + Self.recordHeaderSize <= capacity {
+            let record = base + position
+            let length = Int(record.loadUnaligned(as: UInt32.self).littleEndianValue)
+            guard length >= Self.recordHeaderSize, position + length <= capacity,
+                  record.loadUnaligned(fromByteOffset: 8, as: UInt64.self).littleEndianValue == generation,
+                  CRC32.checksum(UnsafeRawBufferPointer(start: record + 8, count: length - 8))
+                    == record.loadUnaligned(fromByteOffset: 4, as: UInt32.self).littleEndianValue
+            else { break }
+            let arrival = Int64(bitPattern: record.loadUnaligned(fromByteOffset: 16, as: UInt64.self).littleEndianValue)
+            let topicLength = Int(record.loadUnaligned(fromByteOffset: 24, as: UInt16.self).littleEndianValue)
+            guard Self.recordHeaderSize + topicLength <= length else { break }
+            let topic = String(decoding: UnsafeRawBufferPointer(start: record + Self.recordHeaderSize, count: topicLength),
+                               as: UTF8.self)
+            let payload = [UInt8](UnsafeRawBufferPointer(start: record + Self.recordHeaderSize + topicLength,
+                                                         count: length - Self.recordHeaderSize - topicLength))
+            position += length
+            result.append((Record(topic: topic, payload: payload, arrival: arrival), Int64(position)))
+        }
+        return result
     }
 
-    private static func put<T: FixedWidthInteger>(_ value: T, into bytes: inout [UInt8]) {
-        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    private func writeHeader() {
+        base.copyMemory(from: Self.magic, byteCount: 4)
+        base.storeBytes(of: UInt32(0), toByteOffset: 4, as: UInt32.self)
+        base.storeBytes(of: generation.littleEndian, toByteOffset: 8, as: UInt64.self)
     }
 
-    private static func get<T: FixedWidthInteger>(_: T.Type, _ bytes: [UInt8], _ offset: Int) -> T {
-        bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: T.self)) }
+    private func grow(toFit needed: Int) throws(JournalError) {
+        var next = capacity
+        while next < needed { next *= 2 }
+        guard ftruncate(fd, off_t(next)) == 0 else { throw JournalError(path: path, operation: "grow", code: errno) }
+        let grown = try Self.map(fd, next, path: path)
+        munmap(base, capacity)
+        base = grown
+        capacity = next
     }
+
+    private static func map(_ fd: Int32, _ size: Int, path: String) throws(JournalError) -> UnsafeMutableRawPointer {
+        let pointer = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+        guard let pointer, pointer != UnsafeMutableRawPointer(bitPattern: -1) else {
+            throw JournalError(path: path, operation: "map", code: errno)
+        }
+        return pointer
+    }
+}
+
+private extension FixedWidthInteger {
+    var littleEndianValue: Self { Self(littleEndian: self) }
 }
 
 public struct JournalError: Error, Sendable, CustomStringConvertible {
     public let path: String
     public let operation: String
     public let code: Int32
+    /// Says what is wrong when `code`'s text would not.
+    public var detail: String? = nil
 
     public var description: String {
-        "cannot \(operation) the journal \(path): \(String(cString: strerror(code)))"
+        "cannot \(operation) the journal \(path): \(detail ?? String(cString: strerror(code)))"
     }
 }
 
@@ -151,9 +186,11 @@ enum CRC32 {
         (0..<8).reduce(UInt32(index)) { crc, _ in crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
     }
 
-    static func checksum(_ bytes: some Collection<UInt8>) -> UInt32 {
+    static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         table.withUnsafeBufferPointer { table in
-            ~bytes.reduce(~UInt32(0)) { crc, byte in table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+            var crc = ~UInt32(0)
+            for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+            return ~crc
         }
     }
 }

@@ -2,43 +2,109 @@ import JSON
 
 /// The device-information model (`ThingDeviceDetailInfo` in the device SDKs), as reported on `R/D/thing/info`.
 ///
-/// It is kept as the ordered JSON object the device reported, validated field by field against `DeviceInfo.fields`,
-/// so that partial reports merge key by key and the cache, the CLI and the SDK-style accessors share one schema.
+/// One JSON value per field of `DeviceInfo.fields` (null when unknown), validated field by field, so that partial
+/// reports merge key by key and the cache, the CLI and the SDK-style accessors share one schema. Packed into bytes
+/// (`FieldStorage`): a million cached devices make every byte per device count. The signal levels, which change
+/// with every signal report, live beside the packed fields so that a report does not re-pack them.
 public struct DeviceInfo: Sendable, Equatable {
     public private(set) var devId: String
-    /// Validated fields (PROTOCOL.md names), without `devId`. A key present with `.null` is a field reported as null.
-    public private(set) var fields: JSONObject
+    private var storage: FieldStorage
+    private var signal: (wifi: Int64?, rsrp: Int64?) = (nil, nil)
 
     public init(devId: String, fields: JSONObject = JSONObject()) {
         self.devId = devId
-        self.fields = fields
+        guard !fields.isEmpty else {
+            storage = FieldStorage(count: Self.fields.count)
+            return
+        }
+        var values = [JSONValue](repeating: .null, count: Self.fields.count)
+        for (key, value) in fields {
+            if let index = Self.indexByKey[key] { values[index] = value }
+        }
+        self.storage = FieldStorage(count: 0)
+        self.setAll(values)
     }
 
-    public var name: String? { fields["name"]?.stringValue }
-    public var productId: String? { fields["productId"]?.stringValue }
-    public var category: DeviceCategory? { fields["category"]?.stringValue.flatMap(DeviceCategory.init(rawValue:)) }
-    public var ip: String? { fields["ip"]?.stringValue }
-    public var lanIp: String? { fields["lanIp"]?.stringValue }
-    public var mac: String? { fields["mac"]?.stringValue }
-    public var timezone: String? { fields["timezone"]?.stringValue }
-    public var netStrength: String? { fields["netStrength"]?.stringValue }
-    public var wifiSignal: Int? { fields["wifiSignal"]?.int64Value.map(Int.init) }
-    public var iccid: String? { fields["iccid"]?.stringValue }
-    public var rsrp: Int? { fields["rsrp"]?.int64Value.map(Int.init) }
-    public var channel: Int? { fields["channel"]?.int64Value.map(Int.init) }
-    public var vendorName: String? { fields["vendorName"]?.stringValue }
-    public var homekitCode: String? { fields["homekitCode"]?.stringValue }
-    public var connectAbility: ConnectAbility? {
-        fields["connectAbility"]?.stringValue.flatMap(ConnectAbility.init(rawValue:))
+    /// From packed fields (the cache load); the signal levels are set apart, as they are stored apart.
+    init(devId: String, storage: FieldStorage, wifiSignal: Int64?, rsrp: Int64?) {
+        self.devId = devId
+        self.storage = storage
+        self.signal = (wifiSignal, rsrp)
     }
-    public var gatewayId: String? { fields["gatewayId"]?.stringValue }
-    public var spaceId: Int64? { fields["spaceId"]?.int64Value }
-    public var firmwareVersion: String? { fields["firmwareVersion"]?.stringValue }
+
+    static let signalIndices: Set<Int> = [wifiIndex, rsrpIndex]
+
+    public static func == (lhs: DeviceInfo, rhs: DeviceInfo) -> Bool {
+        lhs.devId == rhs.devId && lhs.storage == rhs.storage && lhs.signal == rhs.signal
+    }
+
+    /// The known fields as a JSON object (PROTOCOL.md names, without `devId`), in schema order.
+    public var fields: JSONObject {
+        var object = JSONObject()
+        for (index, value) in allValues.enumerated() where !value.isNull {
+            object[Self.fields[index].key] = value
+        }
+        return object
+    }
+
+    /// The value of one field by its PROTOCOL.md name; nil when unknown.
+    public subscript(_ key: String) -> JSONValue? {
+        guard let index = Self.indexByKey[key] else { return nil }
+        let value = value(at: index)
+        return value.isNull ? nil : value
+    }
+
+    func value(at index: Int) -> JSONValue {
+        switch index {
+        case Self.wifiIndex: signal.wifi.map(JSONValue.integer) ?? .null
+        case Self.rsrpIndex: signal.rsrp.map(JSONValue.integer) ?? .null
+        default: storage.value(at: index)
+        }
+    }
+
+    private var allValues: [JSONValue] {
+        var values = storage.all
+        values[Self.wifiIndex] = value(at: Self.wifiIndex)
+        values[Self.rsrpIndex] = value(at: Self.rsrpIndex)
+        return values
+    }
+
+    private mutating func setAll(_ values: [JSONValue]) {
+        var packed = values
+        signal = (values[Self.wifiIndex].int64Value, values[Self.rsrpIndex].int64Value)
+        packed[Self.wifiIndex] = .null
+        packed[Self.rsrpIndex] = .null
+        storage = FieldStorage(packed)
+    }
+
+    static let wifiIndex = indexByKey["wifiSignal"]!
+    static let rsrpIndex = indexByKey["rsrp"]!
+
+    public var name: String? { self["name"]?.stringValue }
+    public var productId: String? { self["productId"]?.stringValue }
+    public var category: DeviceCategory? { self["category"]?.stringValue.flatMap(DeviceCategory.init(rawValue:)) }
+    public var ip: String? { self["ip"]?.stringValue }
+    public var lanIp: String? { self["lanIp"]?.stringValue }
+    public var mac: String? { self["mac"]?.stringValue }
+    public var timezone: String? { self["timezone"]?.stringValue }
+    public var netStrength: String? { self["netStrength"]?.stringValue }
+    public var wifiSignal: Int? { self["wifiSignal"]?.int64Value.map(Int.init) }
+    public var iccid: String? { self["iccid"]?.stringValue }
+    public var rsrp: Int? { self["rsrp"]?.int64Value.map(Int.init) }
+    public var channel: Int? { self["channel"]?.int64Value.map(Int.init) }
+    public var vendorName: String? { self["vendorName"]?.stringValue }
+    public var homekitCode: String? { self["homekitCode"]?.stringValue }
+    public var connectAbility: ConnectAbility? {
+        self["connectAbility"]?.stringValue.flatMap(ConnectAbility.init(rawValue:))
+    }
+    public var gatewayId: String? { self["gatewayId"]?.stringValue }
+    public var spaceId: Int64? { self["spaceId"]?.int64Value }
+    public var firmwareVersion: String? { self["firmwareVersion"]?.stringValue }
     public var abilities: [DeviceAbility] {
-        (fields["abilities"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(DeviceAbility.init(rawValue:)) }
+        (self["abilities"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(DeviceAbility.init(rawValue:)) }
     }
     /// Free-form hardware description (module, flash, ...).
-    public var hardwareInfo: JSONObject? { fields["hardwareInfo"]?.objectValue }
+    public var hardwareInfo: JSONObject? { self["hardwareInfo"]?.objectValue }
 
     public func supports(_ ability: DeviceAbility) -> Bool { abilities.contains(ability) }
 
@@ -46,16 +112,16 @@ public struct DeviceInfo: Sendable, Equatable {
     public var json: JSONObject {
         var object = JSONObject()
         object["devId"] = .string(devId)
-        for field in Self.fields {
-            object[field.key] = fields[field.key] ?? .null
+        for (index, value) in allValues.enumerated() {
+            object[Self.fields[index].key] = value
         }
         return object
     }
 
-    /// Merges a (full or partial) report: fields present replace cached ones, absent fields stay.
+    /// Merges a (full or partial) report: fields present replace cached ones (`null` clears one), absent fields stay.
     /// Throws without changing anything when a field has the wrong type or an unknown enum value.
     public mutating func merge(_ report: JSONObject) throws(PayloadError) {
-        var merged = fields
+        var merged = allValues
         for (key, value) in report {
             if key == "devId" {
                 guard value.stringValue == devId || value.isNull else {
@@ -63,15 +129,20 @@ public struct DeviceInfo: Sendable, Equatable {
                 }
                 continue
             }
-            guard let field = Self.fieldsByKey[key] else { continue }  // unknown fields: forward compatible, ignored
-            try field.type.validate(value, key: key)
-            merged[key] = value
+            guard let index = Self.indexByKey[key] else { continue }  // unknown fields: forward compatible, ignored
+            try Self.fields[index].type.validate(value, key: key)
+            merged[index] = value
         }
-        fields = merged
+        setAll(merged)
     }
 
     mutating func set(_ key: String, _ value: JSONValue) {
-        fields[key] = value
+        guard let index = Self.indexByKey[key] else { return }
+        switch index {
+        case Self.wifiIndex: signal.wifi = value.int64Value
+        case Self.rsrpIndex: signal.rsrp = value.int64Value
+        default: storage.set([(index, value)])
+        }
     }
 }
 
@@ -96,6 +167,9 @@ extension DeviceInfo {
         let key: String
         let column: String
         let type: FieldType
+        /// Values many devices share (a product id, abilities, a hardware description): the cache load
+        /// parses each distinct one once.
+        var shared = false
     }
 
     enum FieldType: Sendable {
@@ -124,27 +198,27 @@ extension DeviceInfo {
     /// Every field of the model, in PROTOCOL.md's order. The cache has one column per field.
     static let fields: [Field] = [
         Field(key: "name", column: "name", type: .string),
-        Field(key: "productId", column: "product_id", type: .string),
-        Field(key: "category", column: "category", type: .oneOf(DeviceCategory.allCases.map(\.rawValue))),
+        Field(key: "productId", column: "product_id", type: .string, shared: true),
+        Field(key: "category", column: "category", type: .oneOf(DeviceCategory.allCases.map(\.rawValue)), shared: true),
         Field(key: "ip", column: "ip", type: .string),
         Field(key: "lanIp", column: "lan_ip", type: .string),
         Field(key: "mac", column: "mac", type: .string),
-        Field(key: "timezone", column: "timezone", type: .string),
-        Field(key: "netStrength", column: "net_strength", type: .string),
+        Field(key: "timezone", column: "timezone", type: .string, shared: true),
+        Field(key: "netStrength", column: "net_strength", type: .string, shared: true),
         Field(key: "wifiSignal", column: "wifi_signal", type: .integer),
         Field(key: "iccid", column: "iccid", type: .string),
         Field(key: "rsrp", column: "rsrp", type: .integer),
         Field(key: "channel", column: "channel", type: .integer),
-        Field(key: "vendorName", column: "vendor_name", type: .string),
+        Field(key: "vendorName", column: "vendor_name", type: .string, shared: true),
         Field(key: "homekitCode", column: "homekit_code", type: .string),
         Field(key: "connectAbility", column: "connect_ability",
-              type: .oneOf(ConnectAbility.allCases.map(\.rawValue))),
-        Field(key: "gatewayId", column: "gateway_id", type: .string),
+              type: .oneOf(ConnectAbility.allCases.map(\.rawValue)), shared: true),
+        Field(key: "gatewayId", column: "gateway_id", type: .string, shared: true),
         Field(key: "spaceId", column: "space_id", type: .integer),
-        Field(key: "firmwareVersion", column: "firmware_version", type: .string),
-        Field(key: "abilities", column: "abilities", type: .stringArray),
-        Field(key: "hardwareInfo", column: "hardware_info", type: .object),
+        Field(key: "firmwareVersion", column: "firmware_version", type: .string, shared: true),
+        Field(key: "abilities", column: "abilities", type: .stringArray, shared: true),
+        Field(key: "hardwareInfo", column: "hardware_info", type: .object, shared: true),
     ]
 
-    static let fieldsByKey: [String: Field] = Dictionary(uniqueKeysWithValues: fields.map { ($0.key, $0) })
+    static let indexByKey: [String: Int] = Dictionary(uniqueKeysWithValues: fields.enumerated().map { ($1.key, $0) })
 }

@@ -13,9 +13,9 @@ extension DeviceSnapshot {
         object["rsrpTime"] = rsrp.map { .integer($0.time) } ?? .null
         var values = JSONObject()
         var times = JSONObject()
-        for code in properties.keys.sorted() {
-            values[code] = properties[code]!.value
-            times[code] = .integer(properties[code]!.time)
+        for (code, property) in properties.sorted(by: { $0.key < $1.key }) {
+            values[code] = property.value
+            times[code] = .integer(property.time)
         }
         object["properties"] = .object(values)
         object["propertyTimes"] = .object(times)

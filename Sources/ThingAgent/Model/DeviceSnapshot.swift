@@ -6,7 +6,7 @@ public struct DeviceSnapshot: Sendable, Equatable {
     public internal(set) var info: DeviceInfo
     /// Device time of the newest info report merged.
     public internal(set) var infoTime: Millis?
-    public internal(set) var properties: [String: PropertyValue]
+    public internal(set) var properties: PropertyTable
     /// nil until the device reported a status.
     public internal(set) var online: Bool?
     /// Device time of the newest status report.
@@ -16,7 +16,12 @@ public struct DeviceSnapshot: Sendable, Equatable {
     public internal(set) var wifiSignal: SignalReading?
     public internal(set) var rsrp: SignalReading?
     /// The latest gateway replacement this device ran as the new gateway.
-    public internal(set) var transfer: TransferInfo?
+    public internal(set) var transfer: TransferInfo? {
+        get { transferBox?.info }
+        set { transferBox = newValue.map(TransferBox.init) }
+    }
+    /// Boxed: few devices ever run a transfer, and inline it would add a hundred bytes to every device.
+    private var transferBox: TransferBox?
     /// Agent time of the first valid message.
     public internal(set) var firstSeen: Millis
     /// Agent time of the latest change of any kind.
@@ -25,10 +30,20 @@ public struct DeviceSnapshot: Sendable, Equatable {
     public init(id: String, seenAt: Millis) {
         self.id = id
         self.info = DeviceInfo(devId: id)
-        self.properties = [:]
+        self.properties = PropertyTable()
         self.firstSeen = seenAt
         self.updatedAt = seenAt
     }
+}
+
+final class TransferBox: Sendable, Equatable {
+    let info: TransferInfo
+
+    init(_ info: TransferInfo) {
+        self.info = info
+    }
+
+    static func == (lhs: TransferBox, rhs: TransferBox) -> Bool { lhs.info == rhs.info }
 }
 
 /// What applying one message changed, for persistence and listeners.
@@ -42,6 +57,22 @@ struct AppliedChanges: Sendable, Equatable {
 
     var isEmpty: Bool {
         properties.isEmpty && status == nil && wifiSignal == nil && rsrp == nil && !info && transfer == nil
+    }
+
+    func merging(_ other: AppliedChanges) -> AppliedChanges {
+        var merged = self
+        merged.merge(other)
+        return merged
+    }
+
+    /// Adds `other`, a later change of the same device.
+    mutating func merge(_ other: AppliedChanges) {
+        properties += other.properties
+        status = other.status ?? status
+        wifiSignal = other.wifiSignal ?? wifiSignal
+        rsrp = other.rsrp ?? rsrp
+        info = info || other.info
+        transfer = other.transfer ?? transfer
     }
 }
 

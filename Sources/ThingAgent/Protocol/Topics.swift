@@ -19,9 +19,11 @@ public enum InboundKind: Sendable, Equatable {
 /// Builds and parses the topic tree `R/D/thing/...` under one root.
 public struct Topics: Sendable, Equatable {
     public let root: String
+    private let rootBytes: [UInt8]
 
     public init(root: String = "things") {
         self.root = root
+        self.rootBytes = Array(root.utf8)
     }
 
     /// The filters the agent subscribes to, with the QoS of PROTOCOL.md's table.
@@ -51,30 +53,41 @@ public struct Topics: Sendable, Equatable {
     }
 
     /// Splits `R/D/thing/<suffix>` into the device id and what the topic carries.
+    /// Works on the topic's UTF-8 bytes: it runs for every message, before anything else.
     public func parse(_ topic: String) throws(ParseError) -> (device: String, kind: InboundKind) {
-        var rest = Substring(topic)
-        guard rest.hasPrefix(root), rest.dropFirst(root.count).first == "/" else { throw .notAThingTopic }
-        rest = rest.dropFirst(root.count + 1)
-        guard let slash = rest.firstIndex(of: "/") else { throw .notAThingTopic }
-        let device = rest[..<slash]
-        let suffix = rest[rest.index(after: slash)...]
-        guard suffix.hasPrefix("thing/") else { throw .notAThingTopic }
-        guard let kind = Self.kind(of: suffix.dropFirst(6)) else { throw .notAThingTopic }
-        guard DeviceID.isValid(device) else { throw .invalidDeviceID }
-        return (String(device), kind)
+        var topic = topic
+        let parsed: Result<(String, InboundKind), ParseError> = topic.withUTF8 { bytes in
+            let root = rootBytes
+            guard bytes.count > root.count + 1, bytes[root.count] == UInt8(ascii: "/"),
+                  bytes[..<root.count].elementsEqual(root)
+            else { return .failure(.notAThingTopic) }
+            let deviceStart = root.count + 1
+            guard let slash = bytes[deviceStart...].firstIndex(of: UInt8(ascii: "/")) else {
+                return .failure(.notAThingTopic)
+            }
+            let rest = UnsafeBufferPointer(rebasing: bytes[(slash + 1)...])
+            guard let kind = Self.kind(of: rest) else { return .failure(.notAThingTopic) }
+            let device = UnsafeBufferPointer(rebasing: bytes[deviceStart..<slash])
+            guard DeviceID.isValid(utf8: device) else { return .failure(.invalidDeviceID) }
+            return .success((String(decoding: device, as: UTF8.self), kind))
+        }
+        return try parsed.get()
     }
 
-    private static func kind(of suffix: Substring) -> InboundKind? {
-        switch suffix {
-        case "properties": return .properties
-        case "status": return .status
-        case "signal": return .signal
-        case "info": return .info
-        case "gateway/transfer/status": return .transferStatus
-        default:
-            guard suffix.hasSuffix("_response"),
-                  let request = RequestKind(rawValue: String(suffix.dropLast(9))) else { return nil }
-            return .response(request)
+    /// The suffixes after `R/D/`, as bytes, with what each carries.
+    private static let suffixes: [([UInt8], InboundKind)] = {
+        var table: [(String, InboundKind)] = [
+            ("thing/properties", .properties), ("thing/status", .status), ("thing/signal", .signal),
+            ("thing/info", .info), ("thing/gateway/transfer/status", .transferStatus),
+        ]
+        table += RequestKind.allCases.map { ("thing/\($0.rawValue)_response", .response($0)) }
+        return table.map { (Array($0.0.utf8), $0.1) }
+    }()
+
+    private static func kind(of suffix: UnsafeBufferPointer<UInt8>) -> InboundKind? {
+        for (bytes, kind) in suffixes where bytes.count == suffix.count {
+            if bytes.withUnsafeBufferPointer({ $0.elementsEqual(suffix) }) { return kind }
         }
+        return nil
     }
 }

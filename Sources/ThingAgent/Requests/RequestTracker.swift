@@ -1,36 +1,66 @@
 import Synchronization
 
-/// Matches answers to requests by `msgId` and ends each request exactly once: answer, refusal, timeout or cancel.
+/// Matches answers to requests by `msgId` and ends each request exactly once: answer, timeout, not sent or cancel.
+/// The first outcome wins; anything after it is ignored.
 ///
-/// An answer may arrive before the publish is even acknowledged, so a request is registered before it is sent and
-/// an early answer is kept until the sender starts waiting.
+/// A request is registered before it is published, because the answer may arrive before the publish is even
+/// acknowledged; an outcome that comes before the sender waits is kept for it.
 final class RequestTracker: Sendable {
     let limit: Int
+    /// How many requests that ended without an answer are remembered, so that a late answer can be told
+    /// apart from one nobody ever asked for.
+    static let rememberedUnanswered = 1024
+
+    typealias Outcome = Result<Response, RequestError>
+
+    /// What became of an answer handed to `resolve`.
+    enum Resolution: Equatable {
+        /// Its request was waiting and now has it.
+        case delivered
+        /// Its request had already ended (timed out or cancelled); the answer is dropped.
+        case late
+        /// No request of this agent has this `msgId`, device and kind (or it was answered already).
+        case unknown
+    }
 
     private struct Pending {
         let deviceId: String
         let kind: RequestKind
-        var answer: Response?
-        var failure: RequestError?
-        var continuation: CheckedContinuation<Response, any Error>?
+        var outcome: Outcome?
+        var continuation: CheckedContinuation<Outcome, Never>?
+    }
+
+    private struct Ended {
+        let msgId: String
+        let deviceId: String
+        let kind: RequestKind
     }
 
     private struct State: ~Copyable {
         var pending: [String: Pending] = [:]
         var counter: UInt64
+        /// Ring of requests that ended without an answer, oldest overwritten first.
+        var unanswered: [Ended] = []
+        var nextSlot = 0
     }
 
     private let state: Mutex<State>
 
     init(limit: Int) {
         self.limit = max(1, limit)
-        // A random start keeps ids unique across restarts, so a late answer to an old request never matches a new one.
+        // A random start keeps ids unique across restarts and between the daemon and CLI calls (which all hear
+        // every answer), so an answer to another client's or an old request never matches a new one.
         state = Mutex(State(counter: UInt64.random(in: 1...(UInt64(1) << 40))))
     }
 
     var inFlight: Int { state.withLock { $0.pending.count } }
 
-    /// Registers a request and returns its `msgId`.
+    /// Whether a caller is parked in `wait` for `msgId` (tests use it to reach the waiting path for sure).
+    func isWaiting(_ msgId: String) -> Bool {
+        state.withLock { $0.pending[msgId]?.continuation != nil }
+    }
+
+    /// Registers a request and returns its `msgId` (at most 10 characters, within PROTOCOL.md's 32).
     func register(deviceId: String, kind: RequestKind) throws(RequestError) -> String {
         let id: String? = state.withLock { state in
             guard state.pending.count < limit else { return nil }
@@ -43,83 +73,98 @@ final class RequestTracker: Sendable {
         return id
     }
 
-    /// Waits for the answer to `msgId`; a timeout or cancellation ends it.
-    func wait(for msgId: String, timeout: Duration) async throws(RequestError) -> Response {
+    /// Waits for the outcome of `msgId`: its answer (whatever its code), a timeout, not sent, or cancelled.
+    /// The timeout counts from this call; cancelling the calling task ends the request as `.cancelled`.
+    func wait(for msgId: String, timeout: Duration) async -> Outcome {
         let timer = Task { [weak self] in
             try await Task.sleep(for: timeout)
-            guard let self, let pending = self.state.withLock({ $0.pending[msgId] }) else { return }
-            self.finish(msgId, with: .failure(.timeout(
-                deviceId: pending.deviceId, request: pending.kind.rawValue, seconds: timeout.seconds)))
+            self?.end(msgId) { .failure(.timeout(deviceId: $0.deviceId, request: $0.kind.rawValue, seconds: timeout.seconds)) }
         }
         defer { timer.cancel() }
-        do {
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { continuation in
-                    let early: Result<Response, RequestError>? = state.withLock { state in
-                        guard var pending = state.pending[msgId] else { return .failure(.cancelled) }
-                        if let answer = pending.answer {
-                            state.pending[msgId] = nil
-                            return .success(answer)
-                        }
-                        if let failure = pending.failure {
-                            state.pending[msgId] = nil
-                            return .failure(failure)
-                        }
-                        pending.continuation = continuation
-                        state.pending[msgId] = pending
-                        return nil
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready: Outcome? = state.withLock { state in
+                    guard var pending = state.pending[msgId] else { return .failure(.cancelled) }
+                    if let outcome = pending.outcome {
+                        state.pending[msgId] = nil
+                        return outcome
                     }
-                    if let early { continuation.resume(with: early.mapError { $0 as any Error }) }
+                    pending.continuation = continuation
+                    state.pending[msgId] = pending
+                    return nil
                 }
-            } onCancel: {
-                finish(msgId, with: .failure(.cancelled))
+                if let ready { continuation.resume(returning: ready) }
             }
-        } catch let error as RequestError {
-            throw error
-        } catch {
-            throw .cancelled
+        } onCancel: {
+            end(msgId) { _ in .failure(.cancelled) }
         }
     }
 
-    /// Hands an answer to its request. False when no request waits for this `msgId` from this device
-    /// (unknown, or already ended by a timeout): the caller logs and drops it.
+    /// Hands an answer to its request, when one of this device and kind waits for it.
     @discardableResult
-    func resolve(deviceId: String, kind: RequestKind, _ response: Response) -> Bool {
-        let matches = state.withLock { state in
-            state.pending[response.msgId].map { $0.deviceId == deviceId && $0.kind == kind } ?? false
+    func resolve(deviceId: String, kind: RequestKind, _ response: Response) -> Resolution {
+        let delivered = end(response.msgId) { pending in
+            pending.deviceId == deviceId && pending.kind == kind ? .success(response) : nil
         }
-        guard matches else { return false }
-        finish(response.msgId, with: .success(response))
-        return true
+        if delivered { return .delivered }
+        return state.withLock { state in
+            guard let index = state.unanswered.firstIndex(where: {
+                $0.msgId == response.msgId && $0.deviceId == deviceId && $0.kind == kind
+            }) else { return .unknown }
+            // Forget it: a second copy of the same late answer is then just unknown, and logged at most once.
+            state.unanswered[index] = Ended(msgId: "", deviceId: "", kind: kind)
+            return .late
+        }
     }
 
-    /// Ends a request that could not be sent.
-    func cancel(_ msgId: String) {
-        _ = state.withLock { $0.pending.removeValue(forKey: msgId) }
+    /// Ends a request that could not be published.
+    func fail(_ msgId: String, _ error: RequestError) {
+        end(msgId) { _ in .failure(error) }
     }
 
     /// Ends every request (the agent is stopping).
     func cancelAll() {
         let ids = state.withLock { Array($0.pending.keys) }
-        ids.forEach { finish($0, with: .failure(.cancelled)) }
+        ids.forEach { id in end(id) { _ in .failure(.cancelled) } }
     }
 
-    private func finish(_ msgId: String, with result: Result<Response, RequestError>) {
-        let continuation: CheckedContinuation<Response, any Error>? = state.withLock { state in
-            guard var pending = state.pending[msgId] else { return nil }
+    /// Gives `msgId` the outcome `decide` picks, unless it has one already or `decide` declines (nil).
+    /// Returns whether the request took it. The waiter, if any, is resumed outside the lock.
+    @discardableResult
+    private func end(_ msgId: String, _ decide: (Pending) -> Outcome?) -> Bool {
+        let (taken, resume): (Bool, (CheckedContinuation<Outcome, Never>, Outcome)?) = state.withLock { state in
+            guard var pending = state.pending[msgId], pending.outcome == nil, let outcome = decide(pending) else {
+                return (false, nil)
+            }
+            if case .failure(let error) = outcome, error == .cancelled || error.isTimeout {
+                Self.remember(Ended(msgId: msgId, deviceId: pending.deviceId, kind: pending.kind), in: &state)
+            }
             guard let continuation = pending.continuation else {
-                // Not waiting yet: keep the outcome for `wait`.
-                switch result {
-                case .success(let answer): pending.answer = answer
-                case .failure(let error): pending.failure = error
-                }
+                pending.outcome = outcome
                 state.pending[msgId] = pending
-                return nil
+                return (true, nil)
             }
             state.pending[msgId] = nil
-            return continuation
+            return (true, (continuation, outcome))
         }
-        continuation?.resume(with: result.mapError { $0 as any Error })
+        if let (continuation, outcome) = resume { continuation.resume(returning: outcome) }
+        return taken
+    }
+
+    private static func remember(_ ended: Ended, in state: inout State) {
+        if state.unanswered.count < rememberedUnanswered {
+            state.unanswered.append(ended)
+        } else {
+            state.unanswered[state.nextSlot] = ended
+            state.nextSlot = (state.nextSlot + 1) % rememberedUnanswered
+        }
+    }
+}
+
+extension RequestError {
+    var isTimeout: Bool {
+        if case .timeout = self { return true }
+        return false
     }
 }
 
@@ -127,5 +172,11 @@ extension Duration {
     var seconds: Double {
         let (s, atto) = components
         return Double(s) + Double(atto) / 1e18
+    }
+
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        let (s, atto) = components
+        return s * 1000 + atto / 1_000_000_000_000_000
     }
 }

@@ -11,7 +11,8 @@ public final class Agent: Sendable {
     public enum Role: Sendable {
         /// The daemon: subscribes to every device topic, announces itself, keeps the cache.
         case service
-        /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers.
+        /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers and for the
+        /// devices it `follow`s; it writes the daemon's file without rolling it back (`CacheWriter.sharesFile`).
         case requester
         /// Follows every device topic into a memory-only copy of the cache (`thing-agent watch`); writes nothing.
         case observer
@@ -22,18 +23,23 @@ public final class Agent: Sendable {
     public let cache: DeviceCache
     public let events: EventHub
     public let logger: Logger
+    /// The thing models that check property sets, loaded from `modelsDirectory` at init.
+    public let models: ThingModels
     let topics: Topics
     let writer: CacheWriter
     let tracker: RequestTracker
     let ingestor: Ingestor
     let offlineWatch: OfflineWatch
+    let transferWatch: TransferWatch
     let flusher: CacheFlusher
     let client: MQTTClient
 
+    /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
+        models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         topics = configuration.topics
         events = EventHub()
         let store: CacheStore?
@@ -49,11 +55,14 @@ public final class Agent: Sendable {
         // Only the service journals: it is the one process that acknowledges reports to the broker. Not
         // "-journal": that name is SQLite's own rollback journal, which SQLite would try to roll back.
         let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
-        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events)
+        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events)
+        transferWatch = TransferWatch(stallTimeout: .seconds(configuration.transferStallTimeout), writer: writer,
+                                      topics: topics, watchesAll: role == .service, logger: logger)
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
-                                offline: role == .service ? offlineWatch : nil, logger: logger)
+                                offline: role == .service ? offlineWatch : nil,
+                                transfers: role == .observer ? nil : transferWatch, logger: logger)
         self.ingestor = ingestor
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
         let since = Timestamp.now()
@@ -71,6 +80,9 @@ public final class Agent: Sendable {
         try writer.flush(meta: report?() ?? [:])
         try writer.compactJournal(threshold: 0)
         if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
+        if role == .service {
+            transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
+        }
         client = try MQTTClient(
             configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
             onMessage: { message in ingestor.handle(message) },
@@ -122,12 +134,49 @@ public final class Agent: Sendable {
             if Task.isCancelled { return }
             throw error
         }
-        if role == .service {
-            await offlineWatch.run()
-        } else {
-            while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-        }
+        await runTimers()
         await stop()
+    }
+
+    /// Runs the agent's timers until the calling task is cancelled: offline warnings (the daemon) and the end of
+    /// stalled gateway transfers (the daemon for every gateway, a requester for the gateways it follows).
+    /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
+    public func runTimers() async {
+        await withDiscardingTaskGroup { group in
+            if role == .service { group.addTask { await self.offlineWatch.run() } }
+            if role != .observer { group.addTask { await self.transferWatch.run() } }
+            group.addTask {
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            }
+        }
+    }
+
+    /// Makes a requester receive more of `deviceId`'s reports than the answers it waits for: it subscribes to the
+    /// device's topics for `kinds` and keeps what they carry in its cache (`.transfer`: gateway-transfer progress,
+    /// which a requester that started a transfer needs). The daemon and observers already receive everything.
+    public func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
+        guard role == .requester else { return }
+        guard DeviceID.isValid(deviceId) else {
+            throw RequestError.unsupported(deviceId: deviceId, reason: "not a valid device id")
+        }
+        var filters: [(String, QoS)] = []
+        if kinds.contains(.properties) { filters.append((topics.properties(deviceId), .atLeastOnce)) }
+        if kinds.contains(.status) || kinds.contains(.offlineWarning) {
+            filters.append((topics.status(deviceId), .atLeastOnce))
+        }
+        if kinds.contains(.signal) { filters.append((topics.signal(deviceId), .atMostOnce)) }
+        if kinds.contains(.info) { filters.append((topics.info(deviceId), .atLeastOnce)) }
+        if kinds.contains(.transfer) {
+            filters.append((topics.transferStatus(deviceId), .atLeastOnce))
+        }
+        guard !filters.isEmpty else { return }
+        try await client.subscribe(filters)
+        if kinds.contains(.transfer) {
+            // A transfer the file shows running but stalled (its CLI was interrupted, the daemon never heard of
+            // the start) ends now, so it cannot block a new one until some daemon restarts.
+            transferWatch.follow(deviceId, current: cache.device(deviceId)?.transfer)
+            transferWatch.failStalled(now: Timestamp.now())
+        }
     }
 
     private func startWhenBrokerIsUp() async throws {
@@ -158,7 +207,8 @@ public final class Agent: Sendable {
         flusher.stop()
         tracker.cancelAll()
         events.finishAll()
-        logger.info("stopped")
+        // A short-lived CLI client stopping is not news on every command's stderr.
+        logger.log(role == .service ? .info : .debug, "stopped")
     }
 
     /// Feeds a message to the receive path as if the broker had delivered it (benchmarks and tests of the
@@ -173,22 +223,61 @@ public final class Agent: Sendable {
     /// A device known to be offline fails at once unless `force` is set.
     public func request(_ kind: RequestKind, to deviceId: String, data: JSONValue? = nil,
                         timeout: Duration? = nil, force: Bool = false) async throws(RequestError) -> Response {
-        guard DeviceID.isValid(deviceId) else { throw .unsupported(deviceId: deviceId, reason: "not a valid device id") }
-        if !force, cache.device(deviceId)?.online == false { throw .deviceOffline(deviceId: deviceId) }
-        guard client.state == .connected else { throw .notSent(reason: "not connected to the broker") }
-        let msgId = try tracker.register(deviceId: deviceId, kind: kind)
+        try await send(kind, to: deviceId, data: data, timeout: timeout, force: force).result.get()
+    }
+
+    /// Sends a request and reports how it ended, never throwing: success (code 0), refused (another code),
+    /// timeout (default `requestTimeout`), not sent (not connected), offline (known offline and not `force`),
+    /// too many in flight (`maxInFlight`), or cancelled.
+    public func send(_ kind: RequestKind, to deviceId: String, data: JSONValue? = nil,
+                     timeout: Duration? = nil, force: Bool = false) async -> RequestOutcome {
+        let started = ContinuousClock.now
+        func ended(_ msgId: String?, _ result: Result<Response, RequestError>) -> RequestOutcome {
+            RequestOutcome(deviceId: deviceId, kind: kind, msgId: msgId, result: result,
+                           elapsed: ContinuousClock.now - started)
+        }
+        let msgId: String
+        do throws(RequestError) {
+            try checkReachable(deviceId, force: force)
+            guard client.state == .connected else { throw .notSent(reason: "not connected to the broker") }
+            msgId = try tracker.register(deviceId: deviceId, kind: kind)
+        } catch {
+            return ended(nil, .failure(error))
+        }
         var payload = JSONObject([("msgId", .string(msgId)), ("time", .integer(Timestamp.now()))])
         if let data { payload["data"] = data }
-        do {
-            try await client.publish(topics.request(kind, device: deviceId),
-                                     payload: JSONValue.object(payload).serializedBytes(), qos: .atLeastOnce)
-        } catch {
-            tracker.cancel(msgId)
-            throw .notSent(reason: "\(error)")
+        let bytes = JSONValue.object(payload).serializedBytes()
+        let topic = topics.request(kind, device: deviceId)
+        // Published from a task of its own so that the timeout also covers the publish: a broker that stops
+        // answering is noticed only after the keepalive, and the request must end as a timeout, not hang.
+        let client = client, tracker = tracker, logger = logger
+        Task {
+            do throws(MQTTError) {
+                try await client.publish(topic, payload: bytes, qos: .atLeastOnce)
+            } catch {
+                guard error.kind == .notConnected else {
+                    tracker.fail(msgId, .notSent(reason: "\(error)"))
+                    return
+                }
+                // The connection dropped before the broker's PUBACK: libmosquitto sends the message again after
+                // reconnecting, so the device may still get it and answer. Saying "not sent" could be false;
+                // the request goes on to its answer or its timeout.
+                logger.notice("connection lost while sending a request; it is resent on reconnect", metadata: [
+                    "topic": topic, "msgId": msgId])
+            }
         }
-        let answer = try await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))
-        guard answer.code == 0 else { throw .refused(code: answer.code, message: answer.message) }
-        return answer
+        var result = await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))
+        if case .success(let answer) = result, answer.code != 0 {
+            result = .failure(.refused(code: answer.code, message: answer.message))
+        }
+        return ended(msgId, result)
+    }
+
+    /// Throws when a request to `deviceId` must not be sent: an invalid id, or a device known to be offline
+    /// (unless `force`: a device with a persistent session gets it when it returns).
+    func checkReachable(_ deviceId: String, force: Bool) throws(RequestError) {
+        guard DeviceID.isValid(deviceId) else { throw .unsupported(deviceId: deviceId, reason: "not a valid device id") }
+        if !force, cache.device(deviceId)?.online == false { throw .deviceOffline(deviceId: deviceId) }
     }
 
     /// Asks the device for fresh information, waits for it, and returns the cached info it was merged into.

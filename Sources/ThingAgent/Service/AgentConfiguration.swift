@@ -28,14 +28,18 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var flushInterval: Double = 0.05
     /// How long a request waits for its answer.
     public var requestTimeout: Double = 10
-    /// A request that may not take longer than this is never in flight (bounded memory).
+    /// At most this many requests wait for answers at once; one more fails at once with `.tooManyInFlight`.
     public var maxInFlight = 10_000
     /// A device offline for longer than this produces one offline warning.
     public var offlineGracePeriod: Double = 30
     public var reconnectMinDelay: Double = 0.1
     public var reconnectMaxDelay: Double = 30
+    /// A gateway transfer with no status change for this long ends as failed with failedCode `timeout`.
+    public var transferStallTimeout: Double = 120
     /// Thing models (`<productId>.json`) used to check property sets.
     public var modelsDirectory: String?
+    /// The scenes file (`thing-agent scene`).
+    public var scenesFile: String?
     public var logLevel = "info"
     /// "text" or "json".
     public var logFormat = "text"
@@ -86,9 +90,15 @@ public struct AgentConfiguration: Sendable, Equatable {
             return true
         }),
         ("offlineGracePeriod", "THING_AGENT_OFFLINE_GRACE", { c, v in setNumber(&c.offlineGracePeriod, v) }),
+        ("transferStallTimeout", "THING_AGENT_TRANSFER_STALL_TIMEOUT", { c, v in
+            guard let d = v.doubleValue, d > 0, d.isFinite else { return false }
+            c.transferStallTimeout = d
+            return true
+        }),
         ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setNumber(&c.reconnectMinDelay, v) }),
         ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setNumber(&c.reconnectMaxDelay, v) }),
         ("modelsDirectory", "THING_AGENT_MODELS", { c, v in setOptional(&c.modelsDirectory, v) }),
+        ("scenesFile", "THING_AGENT_SCENES", { c, v in setOptional(&c.scenesFile, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
             guard let s = v.stringValue, Logger.Level(name: s) != nil else { return false }
             c.logLevel = s

@@ -16,9 +16,9 @@ public enum DropReason: String, Sendable, CaseIterable {
     case storeFailed
 }
 
-/// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason,
-/// and is counted as received together with its outcome, so `received == applied + unchanged + droppedTotal` holds
-/// in every snapshot.
+/// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason.
+/// `received` is counted on arrival and the outcome after it, so while messages flow a snapshot may be a message
+/// or so apart; in a quiet moment `received == applied + unchanged + droppedTotal`.
 public struct IngestStatistics: Sendable, Equatable {
     public var received = 0
     /// Changed the cache.
@@ -30,34 +30,34 @@ public struct IngestStatistics: Sendable, Equatable {
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
 }
 
-/// The live counters behind `IngestStatistics`; one uncontended lock per message, taken once its outcome is known.
+/// The live counters behind `IngestStatistics`: lock-free, since the receive path bumps two per message.
 final class IngestCounters: Sendable {
-    private let stats = Mutex(IngestStatistics())
+    private let received = Atomic<Int>(0)
+    private let applied = Atomic<Int>(0)
+    private let unchanged = Atomic<Int>(0)
+    private let drops = Mutex<[DropReason: Int]>([:])
 
-    func countApplied() {
-        stats.withLock {
-            $0.received += 1
-            $0.applied += 1
-        }
+    func countReceived() { received.add(1, ordering: .relaxed) }
+    func countApplied() { applied.add(1, ordering: .relaxed) }
+    func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
+    /// Drops are rare; a lock is fine there.
+    func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
+
+    var snapshot: IngestStatistics {
+        var stats = IngestStatistics()
+        stats.received = received.load(ordering: .relaxed)
+        stats.applied = applied.load(ordering: .relaxed)
+        stats.unchanged = unchanged.load(ordering: .relaxed)
+        stats.dropped = drops.withLock { $0 }
+        return stats
     }
 
-    func countUnchanged() {
-        stats.withLock {
-            $0.received += 1
-            $0.unchanged += 1
-        }
+    func reset() {
+        received.store(0, ordering: .relaxed)
+        applied.store(0, ordering: .relaxed)
+        unchanged.store(0, ordering: .relaxed)
+        drops.withLock { $0 = [:] }
     }
-
-    func countDrop(_ reason: DropReason) {
-        stats.withLock {
-            $0.received += 1
-            $0.dropped[reason, default: 0] += 1
-        }
-    }
-
-    var snapshot: IngestStatistics { stats.withLock { $0 } }
-
-    func reset() { stats.withLock { $0 = IngestStatistics() } }
 }
 
 extension IngestStatistics {

@@ -12,16 +12,20 @@ final class Ingestor: Sendable {
     private let limiter = LogRateLimiter()
     private let decoder = PayloadDecoder()
     private let offline: OfflineWatch?
+    private let transfers: TransferWatch?
 
-    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?, logger: Logger) {
+    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
+         transfers: TransferWatch?, logger: Logger) {
         self.topics = topics
         self.writer = writer
         self.tracker = tracker
         self.offline = offline
+        self.transfers = transfers
         self.logger = logger
     }
 
     func handle(_ message: MQTTMessage) {
+        counters.countReceived()
         process(topic: message.topic, payload: message.payload, arrival: Timestamp.now(), journal: true)
     }
 
@@ -65,19 +69,31 @@ final class Ingestor: Sendable {
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,
                                 topic: String, now: Millis, raw: (topic: String, payload: [UInt8])?) {
         // A successful info/get answer is an info report, whoever asked for it, and counts as one (applied or
-        // unchanged). Any other answer counts as unchanged when a request waited for it, as dropped when none did.
+        // unchanged). Any other answer counts as unchanged when a request waited for it, as dropped when none did:
+        // every message ends in exactly one outcome.
         let info = request == .getInfo && response.code == 0 ? response.data?.objectValue : nil
         if let info {
             apply(.info(info, time: response.time), to: device, topic: topic, now: now, raw: raw)
         }
-        // A replayed answer has no request waiting any more.
-        let matched = raw == nil || tracker.resolve(deviceId: device, kind: request, response)
-        if info == nil {
-            if matched { counters.countUnchanged() } else { counters.countDrop(.unmatchedResponse) }
+        guard raw != nil else {  // a replayed answer has no request waiting any more
+            if info == nil { counters.countUnchanged() }
+            return
         }
-        if !matched, limiter.shouldLog(topic, now: now) {
-            logger.debug("ignored an answer that no request waits for", metadata: [
-                "topic": topic, "msgId": response.msgId])
+        switch tracker.resolve(deviceId: device, kind: request, response) {
+        case .delivered:
+            if info == nil { counters.countUnchanged() }
+        case .late:
+            // One of ours that already ended: worth a line (the device is slow, or the timeout short).
+            if info == nil { counters.countDrop(.unmatchedResponse) }
+            logger.notice("dropped a late answer: its request had already timed out or been cancelled", metadata: [
+                "topic": topic, "msgId": response.msgId, "code": "\(response.code)"])
+        case .unknown:
+            // Usually an answer to another client (the CLI, another agent): all of them hear every answer.
+            if info == nil { counters.countDrop(.unmatchedResponse) }
+            if limiter.shouldLog(topic, now: now) {
+                logger.debug("ignored an answer that no request waits for", metadata: [
+                    "topic": topic, "msgId": response.msgId])
+            }
         }
     }
 
@@ -88,6 +104,7 @@ final class Ingestor: Sendable {
             case .changed(let changes):
                 counters.countApplied()
                 if let online = changes.status { offline?.statusChanged(device, online: online, now: now) }
+                if let transfer = changes.transfer { transfers?.transferChanged(transfer) }
             case .unchanged:
                 counters.countUnchanged()
             }

@@ -56,6 +56,11 @@ public struct ValidationError: Error, Sendable, Equatable, CustomStringConvertib
 }
 
 extension ThingModel {
+    /// Checks a set against the model, in sorted code order; the first broken rule is thrown.
+    public func validate(_ values: [String: JSONValue]) throws(ValidationError) {
+        try validate(values.sorted { $0.key < $1.key }.map { (code: $0.key, value: $0.value) })
+    }
+
     /// Checks a set against the model; the first broken rule is thrown.
     public func validate(_ values: [(code: String, value: JSONValue)]) throws(ValidationError) {
         for (code, value) in values {
@@ -79,7 +84,8 @@ extension PropertySpec {
             }
             guard number >= min else { throw broken("\(number) is below the minimum \(min)") }
             guard number <= max else { throw broken("\(number) is above the maximum \(max)") }
-            if let step, step > 1, (number - min) % step != 0 {
+            // number - min may not fit Int64 (min -2^63, max 2^63-1) but always fits UInt64, as number >= min.
+            if let step, step > 1, UInt64(bitPattern: number &- min) % UInt64(step) != 0 {
                 throw broken("\(number) is off the step \(step) (from \(min))")
             }
         case .enumeration(let range):

@@ -28,12 +28,18 @@ public struct ThingModels: Sendable {
             throw LoadError(file: directory, reason: "cannot read the directory")
         }
         var models: [ThingModel] = []
+        var files: [String: String] = [:]
         for name in names.sorted() where name.hasSuffix(".json") {
             let path = directory + "/" + name
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw LoadError(file: path, reason: "cannot read the file")
             }
-            models.append(try Self.parse([UInt8](data), file: path))
+            let model = try Self.parse([UInt8](data), file: path)
+            if let other = files[model.productId] {
+                throw LoadError(file: path, reason: "product \(model.productId) is already defined by \(other)")
+            }
+            files[model.productId] = path
+            models.append(model)
         }
         self.init(models)
     }
@@ -56,6 +62,7 @@ public struct ThingModels: Sendable {
             guard let code = entry["code"]?.stringValue, !code.isEmpty else {
                 throw fail("every property needs a 'code'")
             }
+            guard !properties.contains(where: { $0.code == code }) else { throw fail("\(code) is listed twice") }
             let accessText = entry["access"]?.stringValue ?? "rw"
             guard let access = PropertySpec.Access(rawValue: accessText) else {
                 throw fail("\(code): access must be rw, ro or wo")
@@ -71,7 +78,8 @@ public struct ThingModels: Sendable {
                 if let step, step <= 0 { throw fail("\(code): 'step' must be positive") }
                 kind = .value(min: min, max: max, step: step)
             case "enum":
-                guard let range = entry["range"]?.arrayValue?.compactMap(\.stringValue), !range.isEmpty else {
+                guard let list = entry["range"]?.arrayValue, !list.isEmpty,
+                      case let range = list.compactMap(\.stringValue), range.count == list.count else {
                     throw fail("\(code): an enum needs a non-empty 'range' of strings")
                 }
                 kind = .enumeration(range)

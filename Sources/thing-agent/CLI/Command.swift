@@ -12,6 +12,11 @@ enum Console {
     static func error(_ message: String) {
         FileHandle.standardError.write(Data("thing-agent: \(message)\n".utf8))
     }
+
+    /// A line on stdout, written at once (print buffers when stdout is not a terminal).
+    static func out(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
 }
 
 extension Command {
@@ -44,20 +49,37 @@ extension Command {
 
     /// Starts an agent for a short-lived command, mapping a broker failure to exit code 6.
     static func startAgent(_ configuration: AgentConfiguration, role: Agent.Role) async throws -> Agent {
-        let agent: Agent
+        let agent = try makeAgent(configuration, role: role)
+        try await connect(agent, configuration)
+        return agent
+    }
+
+    /// Makes an agent without connecting: opens the cache and loads the thing models (errors exit 1).
+    static func makeAgent(_ configuration: AgentConfiguration, role: Agent.Role) throws -> Agent {
         do {
-            agent = try Agent(configuration: configuration, role: role,
-                              logger: CommonOptions.logger(configuration))
+            return try Agent(configuration: configuration, role: role, logger: CommonOptions.logger(configuration))
         } catch {
             throw CommandFailure(code: .failure, message: "\(error)")
         }
+    }
+
+    /// Connects an agent made by `makeAgent`, mapping a broker failure to exit code 6.
+    static func connect(_ agent: Agent, _ configuration: AgentConfiguration) async throws {
         do {
             try await agent.start()
         } catch {
             await agent.stop()
             throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")
         }
-        return agent
+    }
+
+    /// Applies `--timeout S` to `requestTimeout`.
+    static func applyTimeout(_ arguments: ParsedArguments, to configuration: inout AgentConfiguration) throws {
+        guard let timeout = arguments.value("timeout") else { return }
+        guard let seconds = Double(timeout), seconds > 0, seconds.isFinite else {
+            throw CommandFailure(code: .usage, message: "--timeout needs a positive number of seconds")
+        }
+        configuration.requestTimeout = seconds
     }
 }
 

@@ -19,14 +19,14 @@ enum Format {
             .formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false))
     }
 
-    /// Signal strength as a word, by the usual Wi-Fi dBm bands.
+    /// Signal strength as a word, by the usual Wi-Fi dBm bands (the library's `SignalQuality`).
     static func quality(_ dBm: Int) -> String {
-        switch dBm {
-        case (-50)...: "excellent"
-        case -60 ..< -50: "good"
-        case -70 ..< -60: "fair"
-        default: "weak"
-        }
+        SignalQuality(dBm: dBm).rawValue
+    }
+
+    /// Seconds without a needless ".0".
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
     }
 
     /// Four bars for a dBm level.
@@ -60,5 +60,19 @@ enum Format {
 
     static func printJSON(_ value: JSONValue) {
         print(value.prettyPrinted())
+    }
+}
+
+extension Format {
+    /// `code=value` pairs in code order, as typed on the command line.
+    static func assignments(_ values: [String: JSONValue]) -> String {
+        values.sorted { $0.key < $1.key }.map { "\($0.key)=\(value($0.value))" }.joined(separator: " ")
+    }
+}
+
+extension Duration {
+    var wholeMilliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }

@@ -250,12 +250,16 @@ extension AgentHarness {
         return object
     }
 
-    /// Waits until the daemon's counters in the cache file show `received` messages.
+    /// Waits until the daemon's counters in the cache file show `received` messages, each with its outcome (the
+    /// outcome is counted just after the arrival, so a snapshot taken in between is one message short).
     func waitForStats(received: Int, timeout: Duration = .seconds(20)) async throws -> JSONObject {
         let deadline = ContinuousClock.now + timeout
         while true {
             let stats = try await stats()
-            if stats["received"]?.int64Value ?? 0 >= Int64(received) { return stats }
+            let counted = stats["received"]?.int64Value ?? 0
+            let outcomes = (stats["applied"]?.int64Value ?? 0) + (stats["unchanged"]?.int64Value ?? 0)
+                + (stats["droppedTotal"]?.int64Value ?? 0)
+            if counted >= Int64(received), outcomes >= counted { return stats }
             if ContinuousClock.now > deadline {
                 throw TestSupportError("the daemon counted \(JSONValue.object(stats).serialized()), not \(received) received; "
                     + "log: \(daemon?.log.suffix(3000) ?? "")")

@@ -318,6 +318,11 @@ struct FaultTests {
             #expect(unflushed.isEmpty, "\(unflushed.count) journal records not in SQLite after a graceful stop")
             let taken = try await harness.counters()
             #expect(taken.count == devices.count && taken.values.allSatisfy { $0 > 0 }, "\(taken)")
+            // The file alone holds it all (the WAL went into it): what a copy or a backup of it would get.
+            let copy = harness.directory + "/copy.sqlite"
+            try FileManager.default.copyItem(atPath: harness.database, toPath: copy)
+            let rows = "SELECT count(*), sum(value) FROM properties"
+            #expect(try await sqlite3(copy, rows) == (try await sqlite3(harness.database, rows)))
 
             // The rest of the stream waited at the broker and arrives after the restart.
             try await harness.startDaemon()

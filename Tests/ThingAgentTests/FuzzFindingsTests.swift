@@ -33,6 +33,18 @@ struct FuzzFindingsTests {
         }
     }
 
+    /// The fuzzer's seed corpus (PROTOCOL.md's examples and edge cases) passes the same checks.
+    @Test func theSeedCorpusPassesTheFuzzChecks() throws {
+        let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Fuzz/corpus")
+        let files = try FileManager.default.contentsOfDirectory(atPath: corpus.path).sorted()
+        #expect(files.count >= 20)
+        for file in files {
+            let data = try #require(FileManager.default.contents(atPath: corpus.appendingPathComponent(file).path))
+            try Self.check(String(decoding: data, as: UTF8.self))
+        }
+    }
+
     /// crash-7476f3ae: `"spaceId":1e+001` is an integral double, valid for an integer field. Memory kept the double
     /// (`info --json` said 10.0) while the file kept the integer (10 after a restart).
     @Test func anIntegerFieldGivenAsAnIntegralDoubleIsKeptAsAnInteger() throws {

@@ -171,6 +171,11 @@ final class CacheWriter: Sendable {
         }
     }
 
+    /// Copies the WAL into the main file and empties it (at a graceful stop, after the last flush).
+    func checkpoint() throws {
+        try store.withLock { store in try store?.database.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+    }
+
     /// Writes `meta` rows alone (the receive-path counters), in a transaction of their own.
     func writeMeta(_ rows: [String: Int64]) throws {
         try write([], [:], position: nil, meta: rows)

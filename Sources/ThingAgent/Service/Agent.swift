@@ -205,6 +205,14 @@ public final class Agent: Sendable {
         }
         await client.disconnect()
         flusher.stop()
+        if role == .service {
+            // The WAL goes into the main file, so that the file alone (a copy, a backup) holds everything.
+            do {
+                try writer.checkpoint()
+            } catch {
+                logger.warning("could not checkpoint the cache file", metadata: ["error": "\(error)"])
+            }
+        }
         tracker.cancelAll()
         events.finishAll()
         // A short-lived CLI client stopping is not news on every command's stderr.

@@ -15,6 +15,8 @@ final class CacheWriter: Sendable {
         var row = false
         var properties: Set<String> = []
         var transfer = false
+        /// The device was removed: the flush deletes its rows first (then writes it again if it came back since).
+        var removed = false
 
         mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
             for change in changes.properties { properties.insert(change.code) }
@@ -28,6 +30,7 @@ final class CacheWriter: Sendable {
             row = row || other.row
             properties.formUnion(other.properties)
             transfer = transfer || other.transfer
+            removed = removed || other.removed
         }
     }
 
@@ -83,6 +86,23 @@ final class CacheWriter: Sendable {
         return outcome
     }
 
+    /// Removes a device from memory (journaled first, like any change); the next flush deletes its rows.
+    /// Returns false when the device was not known. `raw` is the unbind message that asked for it, when any.
+    @discardableResult
+    func remove(_ deviceId: String, now: Millis, raw: (topic: String, payload: [UInt8])? = nil) throws -> Bool {
+        let (removed, wake) = try ingest.withLock { state throws -> (Bool, Bool) in
+            if let raw, let journal = state.journal {
+                try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
+            }
+            guard cache.remove(deviceId) else { return (false, false) }
+            let wasClean = state.dirty.isEmpty
+            state.dirty[deviceId] = Dirty(removed: true)
+            return (true, wasClean)
+        }
+        if wake { dirtySignal.signal() }
+        return removed
+    }
+
     var hasDirty: Bool { ingest.withLock { !$0.dirty.isEmpty } }
 
     /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers.
@@ -128,6 +148,9 @@ final class CacheWriter: Sendable {
         try store.withLock { store in
             guard let store else { return }
             try store.database.transaction(.immediate) {
+                for (id, marks) in dirty where marks.removed {
+                    _ = try LocalStore.deleteDevice(id, in: store.database)
+                }
                 for device in devices {
                     let marks = dirty[device.id] ?? Dirty()
                     try store.write(device, row: marks.row, properties: marks.properties, transfer: marks.transfer)

@@ -31,6 +31,14 @@ public final class Agent: Sendable {
     let offlineWatch: OfflineWatch
     let flusher: CacheFlusher
     let client: MQTTClient
+    /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
+    public let local: LocalStore?
+    /// The API's request queue; nil unless the daemon serves the API.
+    let apiQueue: APIQueue?
+    /// Events published and API requests served.
+    public let integration: IntegrationCounters
+    /// The device-detail layout (`detailConfig`, or the built-in one).
+    public let detailConfig: DetailConfig
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
@@ -39,6 +47,7 @@ public final class Agent: Sendable {
         self.logger = logger
         models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         topics = configuration.topics
+        detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
         events = EventHub()
         let store: CacheStore?
         if role == .observer {
@@ -52,13 +61,29 @@ public final class Agent: Sendable {
         }
         // Only the service journals: it is the one process that acknowledges reports to the broker. Not
         // "-journal": that name is SQLite's own rollback journal, which SQLite would try to roll back.
+        if role == .observer {
+            local = FileManager.default.fileExists(atPath: configuration.database)
+                ? try? LocalStore(path: configuration.database, readOnly: true) : nil
+        } else {
+            local = try LocalStore(path: configuration.database)
+        }
         let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
         writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events)
         flusher = CacheFlusher(writer: writer, logger: logger)
         tracker = RequestTracker(limit: configuration.maxInFlight)
-        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events)
+        let local = local
+        let integration = IntegrationCounters()
+        self.integration = integration
+        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events) { device in
+            local?.offlineWarningEnabled(device) ?? true
+        }
+        let apiQueue = role == .service && configuration.serveAPI
+            ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
+        self.apiQueue = apiQueue
+        var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
+        if let apiQueue { elsewhere = { message in apiQueue.accept(message) } }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
-                                offline: role == .service ? offlineWatch : nil, logger: logger)
+                                offline: role == .service ? offlineWatch : nil, logger: logger, elsewhere: elsewhere)
         self.ingestor = ingestor
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
         let replayed = try writer.replayJournal { ingestor.replay($0) }
@@ -96,7 +121,7 @@ public final class Agent: Sendable {
         case .service, .observer: topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
         case .requester: RequestKind.allCases.map { ("\(topics.root)/+/thing/\($0.rawValue)_response", .atLeastOnce) }
         }
-        try await client.subscribe(filters)
+        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []))
         if role == .service {
             try await client.publish(configuration.announceTopic, payload: Self.announcement(online: true),
                                      qos: .atLeastOnce, retain: true)
@@ -116,7 +141,18 @@ public final class Agent: Sendable {
             throw error
         }
         if role == .service {
-            await offlineWatch.run()
+            let events = configuration.publishEvents
+                ? self.events.events(kinds: .all, queueLimit: configuration.eventQueueLimit) : nil
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.offlineWatch.run() }
+                if let events {
+                    group.addTask {
+                        await EventPublisher.run(events, client: self.client, prefix: self.configuration.eventsTopic,
+                                                 counters: self.integration)
+                    }
+                }
+                if let apiQueue { group.addTask { await self.serveAPI(apiQueue) } }
+            }
         } else {
             while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
         }
@@ -149,6 +185,7 @@ public final class Agent: Sendable {
         }
         await client.disconnect()
         flusher.stop()
+        apiQueue?.finish()
         tracker.cancelAll()
         events.finishAll()
         // A short-lived CLI client stopping is not news on every command's stderr.

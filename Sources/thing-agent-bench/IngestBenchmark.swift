@@ -18,12 +18,14 @@ struct IngestBenchmark {
         _ = try await runCommand("/usr/bin/mosquitto_sub", common + ["-E"])
         try await Publisher(url: broker.url).publish(messages, qos: qos)
         let cpu = Measure.cpuSeconds(children: true)
+        let switches = Measure.contextSwitches(children: true)
         let seconds = try await Measure.seconds {
             let result = try await runCommand("/usr/bin/mosquitto_sub", common + ["-C", "\(messages.count)"],
                                               timeout: .seconds(60))
             guard result.status == 0 else { throw BenchError("mosquitto_sub failed: \(result.stderr)") }
         }
         let used = Measure.cpuSeconds(children: true) - cpu
+        print("    raw: \(Double(Measure.contextSwitches(children: true) - switches) / Double(messages.count)) context switches/msg")
         return (Double(messages.count) / seconds, used / Double(messages.count) * 1e6)
     }
 
@@ -49,6 +51,7 @@ struct IngestBenchmark {
             dispatched.add(1, ordering: .relaxed)
         }
         let cpu = Measure.cpuSeconds()
+        let switches = Measure.contextSwitches()
         let seconds = try await Measure.seconds {
             try await agent.start()
             while agent.statistics.received < messages.count {
@@ -56,6 +59,7 @@ struct IngestBenchmark {
             }
         }
         let used = Measure.cpuSeconds() - cpu
+        print("    agent: \(Double(Measure.contextSwitches() - switches) / Double(messages.count)) context switches/msg")
         let stats = agent.statistics
         token.cancel()
         await agent.stop()

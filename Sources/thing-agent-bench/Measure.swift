@@ -23,6 +23,13 @@ enum Measure {
             + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 
+    /// Voluntary plus involuntary context switches of this process (or its waited-for children) so far.
+    static func contextSwitches(children: Bool = false) -> Int {
+        var usage = rusage()
+        getrusage(children ? RUSAGE_CHILDREN.rawValue : RUSAGE_SELF.rawValue, &usage)
+        return usage.ru_nvcsw + usage.ru_nivcsw
+    }
+
     /// Resident memory of this process in MiB (VmRSS).
     static func residentMiB() -> Double {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return .nan }

@@ -21,7 +21,7 @@ let directory = try makeTemporaryDirectory("thing-agent-bench")
 defer { try? FileManager.default.removeItem(atPath: directory) }
 
 var options = MosquittoBroker.Options()
-options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\nqueue_qos0_messages true\n"
+options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\nqueue_qos0_messages true\nset_tcp_nodelay true\n"
 let broker = try await MosquittoBroker.start(options)
 defer { broker.stop() }
 

@@ -1,5 +1,7 @@
+import Foundation
 import JSON
 import SQLite
+import Synchronization
 
 /// The SQLite side of the cache: writes what changed, reads everything back at start.
 /// Not thread-safe: its owner serializes access (the ingest path holds it in a Mutex).
@@ -138,40 +140,34 @@ final class CacheStore {
     }
 
     /// Reads the devices matching an SQL condition on `devices` (and their properties and transfers).
+    /// The whole cache is read on two threads: the properties on a second connection while the device rows load.
     private func load(filter: String?, _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
-        let condition = filter.map { " WHERE \($0)" } ?? ""
-        var devices: [String: DeviceSnapshot] = [:]
-        if filter == nil, let count = try database.scalar("SELECT count(*) FROM devices"), case .integer(let n) = count {
-            devices.reserveCapacity(Int(n))
-        }
-        let interner = ValueInterner()
-        var builder = FieldStorage.Builder(capacity: 512)
-        let select = try database.prepare(
-            "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
-        try select.bind(bindings)
-        while try select.step() {
-            let device = try Self.device(from: select, builder: &builder)
-            devices[device.id] = device
-        }
         let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
-        // The table is keyed (dev_id, code), so rows come grouped by device: one lookup per device, not per row.
-        let properties = try database.prepare("SELECT dev_id, code, value, time FROM properties\(scope)")
-        try properties.bind(bindings)
-        var current: (id: String, table: PropertyTable)?
-        func attach() {
-            // Through the index: an optional-chained assignment would copy the whole snapshot out and back.
-            if let (id, table) = current, let index = devices.index(forKey: id) { devices.values[index].properties = table }
-        }
-        while try properties.step() {
-            guard let id = properties.string(0), let code = properties.string(1),
-                  let text = properties.string(2) else { continue }
-            if current?.id != id {
-                attach()
-                current = (id, PropertyTable())
+        let tables: [(String, PropertyTable)]
+        var devices: [String: DeviceSnapshot]
+        if filter == nil {
+            let result = Mutex<Result<[(String, PropertyTable)], any Error>?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            let path = database.path
+            Thread.detachNewThread {
+                let loaded = Result { () throws -> [(String, PropertyTable)] in
+                    try Self.loadProperties(Database(path: path, options: .init(readOnly: true)), scope: "", [])
+                }
+                result.withLock { $0 = loaded }
+                done.signal()
             }
-            current?.table[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
+            let rows = Result { try Self.loadDevices(database, condition: "", []) }
+            done.wait()
+            devices = try rows.get()
+            tables = try result.withLock { $0! }.get()
+        } else {
+            devices = try Self.loadDevices(database, condition: filter.map { " WHERE \($0)" } ?? "", bindings)
+            tables = try Self.loadProperties(database, scope: scope, bindings)
         }
-        attach()
+        for (id, table) in tables {
+            // Through the index: an optional-chained assignment would copy the whole snapshot out and back.
+            if let index = devices.index(forKey: id) { devices.values[index].properties = table }
+        }
         let transferScope = filter.map { " WHERE gateway_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let transfers = try database.prepare("""
             SELECT gateway_id, target_id, target_name, status, failed_code, time, updated_at FROM transfers\(transferScope)
@@ -185,6 +181,44 @@ final class CacheStore {
                 failedCode: transfers.string(4) ?? "", time: transfers.int64(5), updatedAt: transfers.int64(6))
         }
         return devices
+    }
+
+    private static func loadDevices(_ database: Database, condition: String,
+                                    _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
+        var devices: [String: DeviceSnapshot] = [:]
+        if condition.isEmpty, let count = try database.scalar("SELECT count(*) FROM devices"), case .integer(let n) = count {
+            devices.reserveCapacity(Int(n))
+        }
+        var builder = FieldStorage.Builder(capacity: 512)
+        let select = try database.prepare(
+            "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
+        try select.bind(bindings)
+        while try select.step() {
+            let device = try device(from: select, builder: &builder)
+            devices[device.id] = device
+        }
+        return devices
+    }
+
+    /// Each device's properties. The table is keyed (dev_id, code), so rows come grouped by device.
+    private static func loadProperties(_ database: Database, scope: String,
+                                       _ bindings: [SQLiteValue]) throws -> [(String, PropertyTable)] {
+        let interner = ValueInterner()
+        let properties = try database.prepare("SELECT dev_id, code, value, time FROM properties\(scope)")
+        try properties.bind(bindings)
+        var tables: [(String, PropertyTable)] = []
+        var current: (id: String, table: PropertyTable)?
+        while try properties.step() {
+            guard let id = properties.string(0), let code = properties.string(1),
+                  let text = properties.string(2) else { continue }
+            if current?.id != id {
+                if let current { tables.append(current) }
+                current = (id, PropertyTable())
+            }
+            current?.table[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
+        }
+        if let current { tables.append(current) }
+        return tables
     }
 
     private static func device(from row: Statement, builder: inout FieldStorage.Builder) throws -> DeviceSnapshot {

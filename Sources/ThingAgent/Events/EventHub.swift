@@ -11,7 +11,7 @@ import Synchronization
 public final class EventHub: Sendable {
     public static let defaultQueueLimit = 1024
     /// How long the dispatcher lets a burst gather; the latency it adds to an event at most.
-    public static let coalescing: Duration = .microseconds(200)
+    public static let coalescing: Duration = .microseconds(500)
 
     private struct Entry: Sendable {
         let device: String?

@@ -134,6 +134,10 @@ public final class Agent: Sendable {
     /// The service waits for a broker that is not up yet (retrying with backoff); refused credentials or a TLS
     /// set-up that cannot work end `run()` with the error at once.
     public func run() async throws {
+        // Registered before connecting, so the feed starts with the first message (and counts as a listener
+        // from then on).
+        let events = role == .service && configuration.publishEvents
+            ? self.events.events(kinds: .all, queueLimit: configuration.eventQueueLimit) : nil
         do {
             try await startWhenBrokerIsUp()
         } catch {
@@ -141,8 +145,6 @@ public final class Agent: Sendable {
             throw error
         }
         if role == .service {
-            let events = configuration.publishEvents
-                ? self.events.events(kinds: .all, queueLimit: configuration.eventQueueLimit) : nil
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.offlineWatch.run() }
                 if let events {

@@ -32,6 +32,12 @@ public final class DeviceInfoManager: Sendable {
         return try await agent.fetchInfo(deviceId, timeout: timeout)
     }
 
+    /// Asks the device for the Wi-Fi networks it can see: one per SSID, strongest first (`Agent.scanWifiList`).
+    public func scanWifiList(timeout: Duration? = nil) async throws(RequestError) -> [WifiNetwork] {
+        guard let agent else { throw .notSent(reason: "no agent: pass one or set Agent.shared") }
+        return try await agent.scanWifiList(deviceId, timeout: timeout)
+    }
+
     /// Registers `listener` for `wifiSignalDidUpdate`. Held weakly: releasing the listener unregisters it.
     public func addListener(_ listener: some DeviceInfoManagerListener) {
         guard let agent else { return }

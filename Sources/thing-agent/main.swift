@@ -4,6 +4,7 @@ import ThingAgent
 /// The subcommands, in the order `--help` lists them.
 let commands: [any Command.Type] = [
     RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, SetCommand.self, SceneCommand.self,
+    GatewaysCommand.self, TransferCommand.self, WifiScanCommand.self, SimulateCommand.self,
     DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, NetworkCommand.self,
 ]
 

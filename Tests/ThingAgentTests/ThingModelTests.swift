@@ -142,12 +142,12 @@ struct ThingModelTests {
             try Agent(configuration: configuration)
         }
         configuration.modelsDirectory = repositoryRoot + "/Config/models"
-        #expect(try Agent(configuration: configuration).models.byProduct.count == 3)
+        #expect(try Agent(configuration: configuration).models.byProduct.count == 4)
     }
 
     @Test func theShippedModelsLoad() throws {
         let models = try ThingModels(directory: repositoryRoot + "/Config/models")
-        #expect(Set(models.byProduct.keys) == ["p-light-1", "p-plug-1", "p-gateway-1"])
+        #expect(Set(models.byProduct.keys) == ["p-light-1", "p-plug-1", "p-gateway-1", "p-sensor-1"])
         let light = try #require(models.model(for: "p-light-1"))
         #expect(light.property("bright_value")?.kind == .value(min: 10, max: 1000, step: 1))
         #expect(models.model(for: "p-plug-1")?.property("cur_power")?.access == .ro)

@@ -139,6 +139,11 @@ final class CacheStore {
         try load(filter: "dev_id = ?", [.text(id)])[id]
     }
 
+    /// Reads the devices whose info names `gateway` (indexed by `devices_by_gateway`).
+    func loadSubDevices(of gateway: String) throws -> [DeviceSnapshot] {
+        try load(filter: "gateway_id = ?", [.text(gateway)]).values.sorted { $0.id < $1.id }
+    }
+
     /// Reads the devices matching an SQL condition on `devices` (and their properties and transfers).
     /// The whole cache is read on two threads: the properties on a second connection while the device rows load.
     private func load(filter: String?, _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {

@@ -5,9 +5,17 @@ import Synchronization
 /// apply it to the device's snapshot in place, mark what changed as dirty, tell listeners. SQLite gets the dirty
 /// devices later, in one transaction per batch, with the journal position it covers (`flush()`).
 /// Memory never runs ahead of the journal, and SQLite plus the journal's tail always hold everything applied.
+///
+/// A requester (the CLI) shares the daemon's file and keeps no journal: it takes the path in
+/// `CacheWriter+SharedFile.swift` instead, one SQLite transaction per change, reading each device from the file.
 final class CacheWriter: Sendable {
     let cache: DeviceCache
     let hub: EventHub
+    /// Another process (the daemon) writes the same file, so each device is read from the file, inside the write
+    /// transaction, before it is changed: this process never writes back an older copy it holds in memory. The
+    /// other process may have applied a message already; listeners then hear what changed in this process's view
+    /// (memory before, file after), so they miss nothing.
+    let sharesFile: Bool
 
     /// What changed per device since the last flush.
     struct Dirty: Sendable {
@@ -34,7 +42,7 @@ final class CacheWriter: Sendable {
         }
     }
 
-    private struct IngestState: ~Copyable {
+    struct IngestState: ~Copyable {
         var journal: Journal?
         var dirty: [String: Dirty] = [:]
     }
@@ -42,15 +50,17 @@ final class CacheWriter: Sendable {
     /// Serializes every change: journal append, in-place apply, dirty marking, and the flusher's consistent cut.
     private let ingest: Mutex<IngestState>
     /// The SQLite side; nil for a memory-only cache (`thing-agent watch` must not write the daemon's file).
-    private let store: Mutex<CacheStore?>
+    let store: Mutex<CacheStore?>
     /// Wakes the flusher when the dirty set stops being empty.
     let dirtySignal = DispatchSemaphore(value: 0)
 
-    init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub) {
+    init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
+         sharesFile: Bool = false) {
         self.store = Mutex(store)
         self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
         self.hub = hub
+        self.sharesFile = sharesFile
     }
 
     enum Outcome: Equatable {
@@ -59,11 +69,25 @@ final class CacheWriter: Sendable {
     }
 
     /// Applies `message` to `deviceId` (creating the device on its first valid message). `raw` is journaled first
-    /// when given; replays of the journal pass nil.
+    /// when given; replays of the journal pass nil. A transfer that reaches `finish` re-links the faulty gateway's
+    /// sub-devices as part of the same change (so a replay of the journaled report re-links them again).
     func apply(_ message: InboundMessage, to deviceId: String, now: Millis,
                raw: (topic: String, payload: [UInt8])? = nil) throws -> Outcome {
+        if sharesFile { return try applyToSharedFile(message, to: deviceId, now: now) }
+        return try applyInPlace(to: deviceId, now: now) { _ in (message, raw) } ?? .unchanged
+    }
+
+    /// A message to apply and, when it is to be journaled, its raw form.
+    typealias Prepared = (message: InboundMessage, raw: (topic: String, payload: [UInt8])?)
+
+    /// The in-place path: under the ingest lock, `prepare` sees the device's current snapshot and gives the message
+    /// to apply (nil: nothing to do, and nil is returned); it is journaled, applied, marked dirty; then listeners
+    /// hear of it.
+    func applyInPlace(to deviceId: String, now: Millis,
+                      _ prepare: (DeviceSnapshot?) -> Prepared?) throws -> Outcome? {
         let wantsEvents = hub.hasListeners
-        let (outcome, events, wake) = try ingest.withLock { state throws -> (Outcome, [DeviceEvent], Bool) in
+        let (outcome, events, wake) = try ingest.withLock { state throws -> (Outcome?, [DeviceEvent], Bool) in
+            guard let (message, raw) = prepare(cache.device(deviceId)) else { return (nil, [], false) }
             if let raw, let journal = state.journal {
                 try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
             }
@@ -74,11 +98,16 @@ final class CacheWriter: Sendable {
                 let events = wantsEvents && !changes.isEmpty ? changes.events(for: device) : []
                 return (changes, isNew, events)
             }
-            guard let (changes, isNew, events) = applied, !changes.isEmpty || isNew else {
+            guard let (changes, isNew, deviceEvents) = applied, !changes.isEmpty || isNew else {
                 return (.unchanged, [], false)
             }
             let wasClean = state.dirty.isEmpty
             state.dirty[deviceId, default: Dirty()].mark(changes, isNew: isNew)
+            var events = deviceEvents
+            if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
+                events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
+                                        dirty: &state.dirty, wantsEvents: wantsEvents)
+            }
             return (.changed(changes), events, wasClean)
         }
         if wake { dirtySignal.signal() }
@@ -101,6 +130,23 @@ final class CacheWriter: Sendable {
         }
         if wake { dirtySignal.signal() }
         return removed
+    }
+
+    /// Moves the faulty gateway's sub-devices to `gateway` in memory and marks them dirty (see
+    /// `DeviceSnapshot.relink` for the rule). Runs under the ingest lock, within the finish report's change.
+    private func relinkInPlace(of faulty: String, to gateway: String, reportedAt time: Millis, now: Millis,
+                               dirty: inout [String: Dirty], wantsEvents: Bool) -> [DeviceEvent] {
+        var events: [DeviceEvent] = []
+        for sub in cache.subDevices(of: faulty) where sub.id != gateway {
+            let moved = try? cache.mutate(sub.id, create: { nil }) { device, _ -> DeviceInfo in
+                device.relink(to: gateway, at: time, now: now)
+                return device.info
+            }
+            guard let info = moved.flatMap({ $0 }) else { continue }
+            dirty[sub.id, default: Dirty()].row = true
+            if wantsEvents { events.append(.infoChanged(deviceId: sub.id, info: info)) }
+        }
+        return events
     }
 
     var hasDirty: Bool { ingest.withLock { !$0.dirty.isEmpty } }

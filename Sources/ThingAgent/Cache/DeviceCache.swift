@@ -20,6 +20,11 @@ public final class DeviceCache: Sendable {
         devices.withLock { Array($0.values) }.sorted { $0.id < $1.id }
     }
 
+    /// The devices `isIncluded` picks, sorted by id (only those are copied and sorted).
+    public func filter(_ isIncluded: (DeviceSnapshot) -> Bool) -> [DeviceSnapshot] {
+        devices.withLock { $0.values.filter(isIncluded) }.sorted { $0.id < $1.id }
+    }
+
     /// Devices whose info names `gateway` as their gateway.
     public func subDevices(of gateway: String) -> [DeviceSnapshot] {
         devices.withLock { $0.values.filter { $0.info.gatewayId == gateway } }.sorted { $0.id < $1.id }

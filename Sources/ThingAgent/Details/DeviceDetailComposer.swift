@@ -295,18 +295,8 @@ public final class DeviceDetailComposer: Sendable {
         return make(.ok, .object(JSONObject([
             ("latencyMs", .integer(outcome.elapsed.milliseconds)),
             ("wifiSignal", signal.map { .integer(Int64($0)) } ?? .null),
-            ("quality", .string(signal.map(Self.quality) ?? "unknown")),
+            ("quality", .string(signal.map { SignalQuality(dBm: $0).rawValue } ?? "unknown")),
         ])), nil)
-    }
-
-    /// Wi-Fi signal quality by the usual dBm bands.
-    public static func quality(_ dBm: Int) -> String {
-        switch dBm {
-        case (-50)...: "excellent"
-        case -60 ..< -50: "good"
-        case -70 ..< -60: "fair"
-        default: "weak"
-        }
     }
 
     /// Compares dotted versions numerically (`1.10.0` > `1.9.2`); > 0 when `a` is newer.

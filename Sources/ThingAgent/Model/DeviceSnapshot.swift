@@ -58,6 +58,22 @@ struct AppliedChanges: Sendable, Equatable {
     var isEmpty: Bool {
         properties.isEmpty && status == nil && wifiSignal == nil && rsrp == nil && !info && transfer == nil
     }
+
+    func merging(_ other: AppliedChanges) -> AppliedChanges {
+        var merged = self
+        merged.merge(other)
+        return merged
+    }
+
+    /// Adds `other`, a later change of the same device.
+    mutating func merge(_ other: AppliedChanges) {
+        properties += other.properties
+        status = other.status ?? status
+        wifiSignal = other.wifiSignal ?? wifiSignal
+        rsrp = other.rsrp ?? rsrp
+        info = info || other.info
+        transfer = other.transfer ?? transfer
+    }
 }
 
 /// A property whose cached value moved, with what it was before.

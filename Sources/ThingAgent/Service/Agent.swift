@@ -11,7 +11,8 @@ public final class Agent: Sendable {
     public enum Role: Sendable {
         /// The daemon: subscribes to every device topic, announces itself, keeps the cache.
         case service
-        /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers.
+        /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers and for the
+        /// devices it `follow`s; it writes the daemon's file without rolling it back (`CacheWriter.sharesFile`).
         case requester
         /// Follows every device topic into a memory-only copy of the cache (`thing-agent watch`); writes nothing.
         case observer
@@ -29,6 +30,7 @@ public final class Agent: Sendable {
     let tracker: RequestTracker
     let ingestor: Ingestor
     let offlineWatch: OfflineWatch
+    let transferWatch: TransferWatch
     let flusher: CacheFlusher
     let client: MQTTClient
     /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
@@ -68,7 +70,7 @@ public final class Agent: Sendable {
             local = try LocalStore(path: configuration.database)
         }
         let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
-        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events)
+        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester)
         flusher = CacheFlusher(writer: writer, logger: logger)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         let local = local
@@ -77,13 +79,17 @@ public final class Agent: Sendable {
         offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events) { device in
             local?.offlineWarningEnabled(device) ?? true
         }
+        transferWatch = TransferWatch(stallTimeout: .seconds(configuration.transferStallTimeout), writer: writer,
+                                      topics: topics, watchesAll: role == .service, logger: logger)
         let apiQueue = role == .service && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
         self.apiQueue = apiQueue
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
         if let apiQueue { elsewhere = { message in apiQueue.accept(message) } }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
-                                offline: role == .service ? offlineWatch : nil, logger: logger, elsewhere: elsewhere)
+                                offline: role == .service ? offlineWatch : nil,
+                                transfers: role == .observer ? nil : transferWatch, logger: logger,
+                                elsewhere: elsewhere)
         self.ingestor = ingestor
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
         let replayed = try writer.replayJournal { ingestor.replay($0) }
@@ -91,6 +97,9 @@ public final class Agent: Sendable {
         try writer.compactJournal(threshold: 0)
         ingestor.counters.reset()
         if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
+        if role == .service {
+            transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
+        }
         client = try MQTTClient(
             configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
             onMessage: { message in ingestor.handle(message) },
@@ -144,21 +153,59 @@ public final class Agent: Sendable {
             await stop()
             throw error
         }
-        if role == .service {
-            await withDiscardingTaskGroup { group in
-                group.addTask { await self.offlineWatch.run() }
-                if let events {
-                    group.addTask {
-                        await EventPublisher.run(events, client: self.client, prefix: self.configuration.eventsTopic,
-                                                 counters: self.integration)
-                    }
+        // The timers, the event feed and the API, until cancelled.
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.runTimers() }
+            if let events {
+                group.addTask {
+                    await EventPublisher.run(events, client: self.client, prefix: self.configuration.eventsTopic,
+                                             counters: self.integration)
                 }
-                if let apiQueue { group.addTask { await self.serveAPI(apiQueue) } }
             }
-        } else {
-            while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            if let apiQueue { group.addTask { await self.serveAPI(apiQueue) } }
         }
         await stop()
+    }
+
+    /// Runs the agent's timers until the calling task is cancelled: offline warnings (the daemon) and the end of
+    /// stalled gateway transfers (the daemon for every gateway, a requester for the gateways it follows).
+    /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
+    public func runTimers() async {
+        await withDiscardingTaskGroup { group in
+            if role == .service { group.addTask { await self.offlineWatch.run() } }
+            if role != .observer { group.addTask { await self.transferWatch.run() } }
+            group.addTask {
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            }
+        }
+    }
+
+    /// Makes a requester receive more of `deviceId`'s reports than the answers it waits for: it subscribes to the
+    /// device's topics for `kinds` and keeps what they carry in its cache (`.transfer`: gateway-transfer progress,
+    /// which a requester that started a transfer needs). The daemon and observers already receive everything.
+    public func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
+        guard role == .requester else { return }
+        guard DeviceID.isValid(deviceId) else {
+            throw RequestError.unsupported(deviceId: deviceId, reason: "not a valid device id")
+        }
+        var filters: [(String, QoS)] = []
+        if kinds.contains(.properties) { filters.append((topics.properties(deviceId), .atLeastOnce)) }
+        if kinds.contains(.status) || kinds.contains(.offlineWarning) {
+            filters.append((topics.status(deviceId), .atLeastOnce))
+        }
+        if kinds.contains(.signal) { filters.append((topics.signal(deviceId), .atMostOnce)) }
+        if kinds.contains(.info) { filters.append((topics.info(deviceId), .atLeastOnce)) }
+        if kinds.contains(.transfer) {
+            filters.append((topics.transferStatus(deviceId), .atLeastOnce))
+        }
+        guard !filters.isEmpty else { return }
+        try await client.subscribe(filters)
+        if kinds.contains(.transfer) {
+            // A transfer the file shows running but stalled (its CLI was interrupted, the daemon never heard of
+            // the start) ends now, so it cannot block a new one until some daemon restarts.
+            transferWatch.follow(deviceId, current: cache.device(deviceId)?.transfer)
+            transferWatch.failStalled(now: Timestamp.now())
+        }
     }
 
     private func startWhenBrokerIsUp() async throws {

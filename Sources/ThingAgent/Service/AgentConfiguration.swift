@@ -31,6 +31,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var offlineGracePeriod: Double = 30
     public var reconnectMinDelay: Double = 0.1
     public var reconnectMaxDelay: Double = 30
+    /// A gateway transfer with no status change for this long ends as failed with failedCode `timeout`.
+    public var transferStallTimeout: Double = 120
     /// Thing models (`<productId>.json`) used to check property sets.
     public var modelsDirectory: String?
     /// The scenes file (`thing-agent scene`).
@@ -94,6 +96,11 @@ public struct AgentConfiguration: Sendable, Equatable {
             return true
         }),
         ("offlineGracePeriod", "THING_AGENT_OFFLINE_GRACE", { c, v in setNumber(&c.offlineGracePeriod, v) }),
+        ("transferStallTimeout", "THING_AGENT_TRANSFER_STALL_TIMEOUT", { c, v in
+            guard let d = v.doubleValue, d > 0, d.isFinite else { return false }
+            c.transferStallTimeout = d
+            return true
+        }),
         ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setNumber(&c.reconnectMinDelay, v) }),
         ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setNumber(&c.reconnectMaxDelay, v) }),
         ("modelsDirectory", "THING_AGENT_MODELS", { c, v in setOptional(&c.modelsDirectory, v) }),

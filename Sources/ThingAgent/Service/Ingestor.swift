@@ -12,17 +12,19 @@ final class Ingestor: Sendable {
     private let limiter = LogRateLimiter()
     private let decoder = PayloadDecoder()
     private let offline: OfflineWatch?
+    private let transfers: TransferWatch?
     /// Takes messages on topics outside the device tree (the agent's API requests); true when taken.
     /// Consulted only after a topic failed to parse as a device topic, so device messages never pay for it.
     private let elsewhere: (@Sendable (MQTTMessage) -> Bool)?
 
-    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?, logger: Logger,
-         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
+    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
+         transfers: TransferWatch?, logger: Logger, elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
         self.elsewhere = elsewhere
         self.topics = topics
         self.writer = writer
         self.tracker = tracker
         self.offline = offline
+        self.transfers = transfers
         self.logger = logger
     }
 
@@ -128,6 +130,7 @@ final class Ingestor: Sendable {
             case .changed(let changes):
                 counters.countApplied()
                 if let online = changes.status { offline?.statusChanged(device, online: online, now: now) }
+                if let transfer = changes.transfer { transfers?.transferChanged(transfer) }
             case .unchanged:
                 counters.countUnchanged()
             }

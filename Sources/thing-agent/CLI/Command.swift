@@ -12,6 +12,11 @@ enum Console {
     static func error(_ message: String) {
         FileHandle.standardError.write(Data("thing-agent: \(message)\n".utf8))
     }
+
+    /// A line on stdout, written at once (print buffers when stdout is not a terminal).
+    static func out(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
 }
 
 extension Command {

@@ -19,14 +19,14 @@ enum Format {
             .formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false))
     }
 
-    /// Signal strength as a word, by the usual Wi-Fi dBm bands.
+    /// Signal strength as a word, by the usual Wi-Fi dBm bands (the library's `SignalQuality`).
     static func quality(_ dBm: Int) -> String {
-        switch dBm {
-        case (-50)...: "excellent"
-        case -60 ..< -50: "good"
-        case -70 ..< -60: "fair"
-        default: "weak"
-        }
+        SignalQuality(dBm: dBm).rawValue
+    }
+
+    /// Seconds without a needless ".0".
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() ? String(Int(value)) : String(value)
     }
 
     /// Four bars for a dBm level.

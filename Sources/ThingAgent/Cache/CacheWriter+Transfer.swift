@@ -1,0 +1,68 @@
+import JSON
+
+/// Gateway-replacement changes that do not come from a device: the start a gateway accepted and the end of a
+/// transfer that stalled. Each is written as the transfer-status report it amounts to and goes the way reports go
+/// (the daemon journals it before applying it, so a restart replays it; a requester commits it to the file).
+extension CacheWriter {
+    /// Failed code given to a transfer ended by the agent because it made no progress.
+    static let stallFailedCode = "timeout"
+
+    /// Records that `gateway` accepted to replace `target`: status `unknown` until its first report.
+    /// Nothing changes when a report of this transfer got here first (a running status, or any status recorded
+    /// after `sentAt`, the agent time the start was sent; the same millisecond counts as before, since a gateway
+    /// answers before it reports); the cached transfer is returned either way.
+    func recordTransferStart(gateway: String, target: String, targetName: String?, sentAt: Millis, now: Millis,
+                             topic: String) throws -> TransferInfo? {
+        try applyVerdict(to: gateway, topic: topic, now: now) { current in
+            if let current, !current.status.isIdle || current.updatedAt > sentAt { return nil }
+            // Keeps the time of the latest report: the stale rule then lets the gateway's next report win.
+            return TransferStatusReport(targetDeviceId: target, targetDeviceName: targetName, sourceDeviceId: gateway,
+                                        status: .unknown, failedCode: "", time: current?.time ?? 0)
+        }
+    }
+
+    /// Ends `gateway`'s transfer as failed with failedCode `timeout`, unless it ended or moved on since
+    /// `lastChange` (the agent time of the change the caller saw). Returns the cached transfer afterwards.
+    func failStalledTransfer(gateway: String, lastChange: Millis, now: Millis, topic: String) throws -> TransferInfo? {
+        try applyVerdict(to: gateway, topic: topic, now: now) { current in
+            guard let current, !current.status.isIdle, current.updatedAt == lastChange,
+                  let target = current.targetDeviceId else { return nil }
+            // Device time of the verdict: a report made before it is stale; one made later (a late finish) wins.
+            return TransferStatusReport(targetDeviceId: target, targetDeviceName: current.targetDeviceName,
+                                        sourceDeviceId: gateway, status: .failed, failedCode: Self.stallFailedCode,
+                                        time: max(current.time, now))
+        }
+    }
+
+    /// Applies the report `verdict` makes of the gateway's current transfer (nil: nothing to do), checked and
+    /// applied under the same lock, so no report can slip in between.
+    private func applyVerdict(to gateway: String, topic: String, now: Millis,
+                              _ verdict: @escaping @Sendable (TransferInfo?) -> TransferStatusReport?) throws -> TransferInfo? {
+        if sharesFile {
+            return try commit { batch throws -> TransferInfo? in
+                guard var device = try batch.device(gateway) else { return nil }
+                guard let report = verdict(device.transfer) else { return device.transfer }
+                let changes = try device.apply(.transferStatus(report), now: now)
+                batch.stage(device, changes, persist: !changes.isEmpty)
+                return device.transfer
+            }
+        }
+        _ = try applyInPlace(to: gateway, now: now) { device in
+            guard let device, let report = verdict(device.transfer) else { return nil }
+            return (.transferStatus(report), (topic, report.payload))
+        }
+        return cache.device(gateway)?.transfer
+    }
+}
+
+extension TransferStatusReport {
+    /// PROTOCOL.md's payload for this report, as a gateway would publish it.
+    var payload: [UInt8] {
+        var data = JSONObject([("targetDeviceId", .string(targetDeviceId))])
+        if let targetDeviceName { data["targetDeviceName"] = .string(targetDeviceName) }
+        data["sourceDeviceId"] = .string(sourceDeviceId)
+        data["status"] = .integer(Int64(status.rawValue))
+        data["failedCode"] = .string(failedCode)
+        return JSONValue.object(JSONObject([("time", .integer(time)), ("data", .object(data))])).serializedBytes()
+    }
+}

@@ -1,0 +1,92 @@
+import Synchronization
+
+/// Ends a gateway replacement that made no progress (no status change) for `stallTimeout` as failed with
+/// failedCode `timeout`, through the cache writer, so the verdict is persisted and heard like a report.
+///
+/// It watches the transfers this agent hears about: all of them for the daemon, only the followed gateways for a
+/// requester (its cache copy of other gateways is not kept current, so it must not judge them).
+final class TransferWatch: Sendable {
+    let stallTimeout: Duration
+    private let writer: CacheWriter
+    private let topics: Topics
+    private let logger: Logger
+    private struct State {
+        var watchesAll: Bool
+        var followed: Set<String> = []
+        /// Running transfers: gateway to the agent time of its latest change.
+        var running: [String: Millis] = [:]
+    }
+    private let state: Mutex<State>
+
+    init(stallTimeout: Duration, writer: CacheWriter, topics: Topics, watchesAll: Bool, logger: Logger) {
+        self.stallTimeout = stallTimeout
+        self.writer = writer
+        self.topics = topics
+        self.logger = logger
+        state = Mutex(State(watchesAll: watchesAll))
+    }
+
+    /// Starts watching the running transfers already cached (the daemon at start). Their clocks start now: the
+    /// broker may still hold reports that were published while the agent was away.
+    func watchCached(_ devices: [DeviceSnapshot], now: Millis) {
+        state.withLock { state in
+            for device in devices {
+                guard let transfer = device.transfer, !transfer.status.isIdle else { continue }
+                state.running[device.id] = now
+            }
+        }
+    }
+
+    /// A requester follows `gateway`'s reports from now on.
+    func follow(_ gateway: String, current: TransferInfo?) {
+        state.withLock { state in
+            state.followed.insert(gateway)
+            if let current, !current.status.isIdle { state.running[gateway] = current.updatedAt }
+        }
+    }
+
+    /// Called after every committed transfer change.
+    func transferChanged(_ info: TransferInfo) {
+        state.withLock { state in
+            guard state.watchesAll || state.followed.contains(info.sourceDeviceId) else { return }
+            state.running[info.sourceDeviceId] = info.status.isIdle ? nil : info.updatedAt
+        }
+    }
+
+    /// Fails the transfers that stalled; returns the ones it ended.
+    @discardableResult
+    func failStalled(now: Millis) -> [TransferInfo] {
+        let limit = Int64(stallTimeout.seconds * 1000)
+        let due = state.withLock { $0.running.filter { now - $0.value >= limit } }
+        var ended: [TransferInfo] = []
+        for (gateway, lastChange) in due.sorted(by: { $0.key < $1.key }) {
+            do {
+                let current = try writer.failStalledTransfer(gateway: gateway, lastChange: lastChange, now: now,
+                                                             topic: topics.transferStatus(gateway))
+                if let current, current.status == .failed, current.updatedAt == now { ended.append(current) }
+                state.withLock { state in
+                    guard state.running[gateway] == lastChange else { return }  // a report moved it meanwhile
+                    state.running[gateway] = current.flatMap { $0.status.isIdle ? nil : $0.updatedAt }
+                }
+            } catch {
+                logger.error("could not end a stalled gateway transfer", metadata: [
+                    "gateway": gateway, "error": "\(error)"])
+            }
+        }
+        for info in ended {
+            logger.warning("gateway transfer made no progress and ended as failed", metadata: [
+                "gateway": info.sourceDeviceId, "target": info.targetDeviceId ?? "",
+                "stallTimeout": "\(stallTimeout.seconds)"])
+        }
+        return ended
+    }
+
+    /// Checks for stalls until cancelled.
+    func run() async {
+        let tick = Duration.milliseconds(min(1000, max(20, Int64(stallTimeout.seconds * 100))))
+        while !Task.isCancelled {
+            try? await Task.sleep(for: tick)
+            failStalled(now: Timestamp.now())
+        }
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import ThingAgent
+
+/// `thing-agent simulate`: a fleet of virtual devices on the broker that speak the whole protocol.
+enum SimulateCommand: Command {
+    static let spec = CommandSpec(
+        name: "simulate",
+        summary: "run virtual devices, gateways and sub-devices on the broker (for demos, tests, benchmarks)",
+        usage: "thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--seed N] [--duration S] [options]",
+        options: [
+            OptionSpec(name: "devices", valueName: "N", help: "plain Wi-Fi devices (lights; default 10)"),
+            OptionSpec(name: "gateways", valueName: "N", help: "gateways, each able to replace the others (default 2)"),
+            OptionSpec(name: "subdevices", valueName: "N", help: "sub-devices (sensors) per gateway (default 3)"),
+            OptionSpec(name: "report-interval", valueName: "S", help: "seconds between property reports (default 10; 0: none)"),
+            OptionSpec(name: "signal-interval", valueName: "S", help: "seconds between signal reports (default 5; 0: none)"),
+            OptionSpec(name: "seed", valueName: "N", help: "same seed, same ids, names and values (default: random)"),
+            OptionSpec(name: "ramp", valueName: "S", help: "bring the devices up over S seconds (default 0)"),
+            OptionSpec(name: "duration", valueName: "S", help: "stop after S seconds (default 0: until SIGINT/SIGTERM)"),
+            OptionSpec(name: "failure-rate", valueName: "F", help: "share of gateway transfers that fail, 0 to 1 (default 0)"),
+            OptionSpec(name: "transfer-step", valueName: "S", help: "seconds between transfer stages (default 1)"),
+            OptionSpec(name: "max-connections", valueName: "N",
+                       help: "broker connections at most, up to 300; devices beyond share pooled ones (default 250)"),
+        ] + CommonOptions.options,
+        discussion: """
+            Every device publishes its retained status (online, with a time; its will is the offline form
+            without one) and information, reports its properties and Wi-Fi signal, and answers
+            properties/set (checked against its thing model: 1003 wrong type, 1004 unknown or read-only
+            property, 1005 out of range; accepted values are then reported), info/get and wifi/scan.
+            Gateways answer gateway/transfer/start (1006 while one runs) and go through deviceConfigInit,
+            deviceDataInit, osConfigInit to finish, after which the faulty gateway's sub-devices report their
+            new gateway. Sub-devices speak through their gateway's connection.
+
+            A process can hold about 300 MQTT clients (libmosquitto waits with select()), so devices beyond
+            --max-connections share pooled connections of up to 200 devices; those have no will (their
+            offline status is published when the simulator stops, not when it is killed). Fleets over about
+            1000 devices need the broker's max_queued_messages raised (deploy/mosquitto.conf: 100000), or
+            mosquitto drops QoS 1 messages queued beyond 1000 for a subscriber that falls behind.
+
+            Products: p-light-1 (devices), p-gateway-1, p-sensor-1 (sub-devices), built in; --models DIR
+            replaces them by productId. Try it next to the agent:
+              thing-agent run --models Config/models &
+              thing-agent simulate --devices 20 --seed 7 &
+              thing-agent watch
+            """)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        guard arguments.positionals.isEmpty else {
+            throw CommandFailure(code: .usage, message: "unexpected argument '\(arguments.positionals[0])'")
+        }
+        let configuration = try CommonOptions.configuration(arguments)
+        let options = try simulatorOptions(arguments)
+        let models: ThingModels
+        do {
+            models = try BuiltinModels.load(directory: configuration.modelsDirectory)
+        } catch {
+            throw CommandFailure(code: .usage, message: "\(error)")
+        }
+        let simulator: Simulator
+        do {
+            simulator = try Simulator(options: options, configuration: configuration, models: models)
+            try await simulator.checkBroker(configuration)
+        } catch {
+            throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")
+        }
+        printFleet(simulator, configuration: configuration)
+        let work = Task { await simulator.run() }
+        let signals = SignalWatcher([SIGINT, SIGTERM]) { _ in work.cancel() }
+        await work.value
+        signals.cancel()
+        Console.out("simulate: stopped; \(simulator.stats.line)")
+        return .success
+    }
+
+    static func simulatorOptions(_ arguments: ParsedArguments) throws -> SimulatorOptions {
+        var options = SimulatorOptions()
+        func count(_ name: String, _ target: inout Int, minimum: Int = 0, maximum: Int = 100_000,
+                   why: String = "") throws {
+            guard let text = arguments.value(name) else { return }
+            guard let value = Int(text), value >= minimum, value <= maximum else {
+                throw CommandFailure(code: .usage, message: "--\(name) needs a whole number from \(minimum) to \(maximum)\(why)")
+            }
+            target = value
+        }
+        func duration(_ name: String, _ target: inout Double, allowZero: Bool = true) throws {
+            guard let text = arguments.value(name) else { return }
+            guard let value = Double(text), value.isFinite, value > 0 || (allowZero && value == 0) else {
+                throw CommandFailure(code: .usage, message: "--\(name) needs a number of seconds"
+                    + (allowZero ? " (0 or more)" : " above 0"))
+            }
+            target = value
+        }
+        try count("devices", &options.devices)
+        try count("gateways", &options.gateways)
+        try count("subdevices", &options.subdevicesPerGateway)
+        try count("max-connections", &options.maxConnections, minimum: 1, maximum: 300,
+                  why: " (libmosquitto's select() loop cannot serve more clients in one process)")
+        try duration("report-interval", &options.reportInterval)
+        try duration("signal-interval", &options.signalInterval)
+        try duration("ramp", &options.ramp)
+        try duration("duration", &options.duration)
+        try duration("transfer-step", &options.transferStep, allowZero: false)
+        if let text = arguments.value("failure-rate") {
+            guard let rate = Double(text), (0...1).contains(rate) else {
+                throw CommandFailure(code: .usage, message: "--failure-rate needs a number from 0 to 1")
+            }
+            options.failureRate = rate
+        }
+        if let text = arguments.value("seed") {
+            guard let seed = UInt64(text) else {
+                throw CommandFailure(code: .usage, message: "--seed needs a whole number from 0 to \(UInt64.max)")
+            }
+            options.seed = seed
+        } else {
+            options.seed = UInt64.random(in: 0...999_999)
+        }
+        guard options.total > 0 else {
+            throw CommandFailure(code: .usage, message: "nothing to simulate: give --devices or --gateways")
+        }
+        return options
+    }
+
+    static func printFleet(_ simulator: Simulator, configuration: AgentConfiguration) {
+        let options = simulator.options
+        let plan = simulator.connectionPlan
+        let gateways = options.gateways == 0 ? "no gateways"
+            : "\(options.gateways) gateways with \(options.subdevicesPerGateway) sub-devices each"
+        Console.out("""
+            simulate: \(options.total) devices (\(options.devices) devices, \(gateways)) on \(configuration.broker) \
+            under \(configuration.topicRoot)/, seed \(options.seed), \(plan.links.count) connections\
+            \(plan.pooledDevices > 0 ? " (\(plan.pooledDevices) devices on pooled connections)" : "")
+            """)
+        let shown = 20
+        let rows = simulator.devices.prefix(shown).map { device -> [String] in
+            [device.id, device.plan.category.rawValue, device.plan.productId, device.plan.gatewayId ?? "", device.plan.name]
+        }
+        Console.out(Format.table(["ID", "CATEGORY", "PRODUCT", "GATEWAY", "NAME"], rows))
+        if simulator.devices.count > shown {
+            Console.out("… and \(simulator.devices.count - shown) more (thing-agent devices lists them all)")
+        }
+    }
+}

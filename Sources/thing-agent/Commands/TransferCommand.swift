@@ -1,0 +1,105 @@
+import Foundation
+import ThingAgent
+
+/// `thing-agent transfer NEW --from FAULTY`: a healthy gateway takes over the sub-devices of a faulty one.
+enum TransferCommand: Command {
+    static let spec = CommandSpec(
+        name: "transfer",
+        summary: "have a gateway take over the sub-devices of a faulty one, showing its progress",
+        usage: "thing-agent transfer DEVICE --from FAULTY [--timeout S] [options]",
+        options: [
+            OptionSpec(name: "from", valueName: "FAULTY", help: "the faulty gateway whose sub-devices move"),
+            OptionSpec(name: "timeout", valueName: "S",
+                       help: "give up waiting after S seconds (the transfer itself goes on)"),
+        ] + CommonOptions.options,
+        discussion: """
+            Checks that DEVICE has the gatewayTransfer ability, runs no transfer, and that FAULTY is one of
+            the gateways it can replace (see 'thing-agent gateways DEVICE'); then asks DEVICE to start and
+            follows its stages: deviceConfigInit, deviceDataInit, osConfigInit, finish. On finish the
+            sub-devices of FAULTY are re-linked to DEVICE in the cache.
+
+            Exits 0 only on finish: 1 when the transfer failed or cannot start, 4 when DEVICE refused it
+            (1006: busy), 5 when no progress came for transferStallTimeout seconds (default 120; the
+            transfer is then recorded as failed with failedCode timeout) or --timeout passed, 7 when
+            DEVICE is offline.
+
+            """ + ExitCode.table)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        let device = try deviceArgument(arguments)
+        guard let faulty = arguments.value("from") else {
+            throw CommandFailure(code: .usage, message: "missing --from FAULTY\nUsage: \(spec.usage)")
+        }
+        guard DeviceID.isValid(faulty) else {
+            throw CommandFailure(code: .usage, message: "'\(faulty)' is not a device id")
+        }
+        let configuration = try CommonOptions.configuration(arguments)
+        let patience = try seconds(arguments)
+        return try await withAgent(configuration, role: .requester, timers: true) { agent in
+            // Follow before starting, so that no report of this transfer can be missed.
+            try await agent.follow(device, kinds: .transfer)
+            let manager = GatewayTransferManager(deviceId: device, agent: agent)
+            let updates = manager.statusUpdates
+            let moving = agent.cache.subDevices(of: faulty).map(\.id)
+            let started = try await manager.transfer(fromGateway: faulty)
+            Console.out("\(device) takes over \(faulty) and its \(moving.count) sub-device\(moving.count == 1 ? "" : "s")")
+            let end = await waitForEnd(of: faulty, started: started, updates: updates, patience: patience)
+            return try outcome(end, device: device, faulty: faulty, moving: moving, agent: agent,
+                               stall: configuration.transferStallTimeout, patience: patience)
+        }
+    }
+
+    /// Shows each change until the transfer finishes or fails; nil when `patience` ran out first.
+    static func waitForEnd(of faulty: String, started: TransferInfo,
+                           updates: AsyncCompactMapSequence<DeviceEventStream, TransferInfo>,
+                           patience: Double?) async -> (last: TransferInfo, ended: Bool) {
+        let waiting = Task { () -> (TransferInfo, Bool) in
+            var progress = TransferProgress()
+            var last = started
+            progress.show(started)
+            for await info in updates where info.targetDeviceId == faulty {
+                last = info
+                progress.show(info)
+                if info.status == .finish || info.status == .failed { return (info, true) }
+            }
+            progress.close()
+            return (last, false)
+        }
+        let timer = patience.map { seconds in
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                waiting.cancel()
+            }
+        }
+        let end = await waiting.value
+        timer?.cancel()
+        return end
+    }
+
+    static func outcome(_ end: (last: TransferInfo, ended: Bool), device: String, faulty: String, moving: [String],
+                        agent: Agent, stall: Double, patience: Double?) throws -> ExitCode {
+        let last = end.last
+        guard end.ended else {
+            throw CommandFailure(code: .timeout, message: """
+                gave up waiting after \(Format.seconds(patience ?? 0)) s; the transfer may still be running \
+                (last status \(last.status))
+                """)
+        }
+        switch last.status {
+        case .finish:
+            let moved = agent.cache.subDevices(of: device).filter { moving.contains($0.id) }
+            Console.out("finished: \(moved.count) sub-device\(moved.count == 1 ? "" : "s") of \(faulty) now on \(device)"
+                + (moved.isEmpty ? "" : ": " + moved.map(\.id).joined(separator: ", ")))
+            return .success
+        case .failed where last.failedCode == "timeout":
+            throw CommandFailure(code: .timeout, message: """
+                the transfer made no progress for \(Format.seconds(stall)) s and was ended as failed \
+                (failedCode timeout)
+                """)
+        default:
+            throw CommandFailure(code: .failure, message: "the transfer failed"
+                + (last.failedCode.isEmpty ? "" : " with failedCode \(last.failedCode)")
+                + "; the sub-devices stay with \(faulty)")
+        }
+    }
+}

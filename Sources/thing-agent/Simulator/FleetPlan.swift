@@ -1,0 +1,95 @@
+import ThingAgent
+
+/// What `thing-agent simulate` was asked for.
+struct SimulatorOptions: Sendable {
+    var devices = 10
+    var gateways = 2
+    var subdevicesPerGateway = 3
+    /// Seconds between property reports of one device.
+    var reportInterval: Double = 10
+    /// Seconds between signal reports of one device.
+    var signalInterval: Double = 5
+    var seed: UInt64 = 1
+    /// Devices come up spread over this many seconds.
+    var ramp: Double = 0
+    /// 0: until SIGINT or SIGTERM.
+    var duration: Double = 0
+    /// Probability that a gateway transfer fails.
+    var failureRate: Double = 0
+    /// Seconds between the stages of a gateway transfer.
+    var transferStep: Double = 1
+    /// Broker connections at most (see `ConnectionPlan`).
+    var maxConnections = 250
+    var spaceId: Int64 = 1001
+
+    var total: Int { devices + gateways * (1 + subdevicesPerGateway) }
+}
+
+/// One simulated device, fixed by the seed: ids, names, addresses and its own random stream.
+struct DevicePlan: Sendable {
+    let index: Int
+    let id: String
+    let name: String
+    let category: DeviceCategory
+    let productId: String
+    let gatewayId: String?
+    let abilities: [DeviceAbility]
+    let mac: String
+    let lanIp: String
+    let firmwareVersion: String
+    let module: String
+    /// Zigbee channel of a gateway.
+    let channel: Int?
+    /// One space for the whole fleet, so that any gateway can replace any other.
+    let spaceId: Int64
+}
+
+/// The fleet for a seed: gateways first, each followed by its sub-devices, then the plain devices.
+enum FleetPlan {
+    static let rooms = ["Hall", "Kitchen", "Bedroom", "Study", "Porch", "Garage", "Attic", "Cellar", "Nursery",
+                        "Office", "Lobby", "Patio", "Pantry", "Landing"]
+    static let lightKinds = ["light", "lamp", "ceiling light", "strip", "spot", "lantern"]
+
+    static func make(_ options: SimulatorOptions) -> [DevicePlan] {
+        var generator = SeededGenerator(seed: options.seed)
+        // A per-seed tag keeps two fleets with different seeds apart on one broker.
+        let tag = String(generator.next() & 0xFFFF, radix: 16).leftPadded(to: 4)
+        let width = String(max(options.devices, options.gateways, options.subdevicesPerGateway, 1)).count
+        func number(_ n: Int) -> String { String(n).leftPadded(to: width) }
+
+        var plans: [DevicePlan] = []
+        func add(id: String, category: DeviceCategory, product: String, gateway: String?,
+                 abilities: [DeviceAbility], name: (inout SeededGenerator) -> String) {
+            let index = plans.count
+            var own = SeededGenerator(seed: options.seed, stream: index)
+            let bytes = (0..<3).map { _ in String(UInt8.random(in: 0...255, using: &own), radix: 16).leftPadded(to: 2) }
+            plans.append(DevicePlan(
+                index: index, id: id, name: name(&own), category: category, productId: product, gatewayId: gateway,
+                abilities: abilities, mac: "a4:c1:38:" + bytes.joined(separator: ":"),
+                lanIp: "192.168.\(1 + index / 250).\(2 + index % 250)",
+                firmwareVersion: "1.\(Int.random(in: 0...4, using: &own)).\(Int.random(in: 0...9, using: &own))",
+                module: category == .subdevice ? "ZS3L" : "WBR3",
+                channel: category == .gateway ? Int.random(in: 11...26, using: &own) : nil, spaceId: options.spaceId))
+        }
+        for g in stride(from: 1, through: options.gateways, by: 1) {
+            let gateway = "gw-\(tag)-\(number(g))"
+            add(id: gateway, category: .gateway, product: BuiltinModels.gateway, gateway: nil,
+                abilities: [.gatewayTransfer, .wifiList]) { "\(rooms.randomElement(using: &$0)!) gateway" }
+            for s in stride(from: 1, through: options.subdevicesPerGateway, by: 1) {
+                add(id: "sub-\(tag)-\(number(g))-\(number(s))", category: .subdevice, product: BuiltinModels.sensor,
+                    gateway: gateway, abilities: []) { "\(rooms.randomElement(using: &$0)!) sensor" }
+            }
+        }
+        for d in stride(from: 1, through: options.devices, by: 1) {
+            add(id: "dev-\(tag)-\(number(d))", category: .device, product: BuiltinModels.light, gateway: nil,
+                abilities: [.wifiList]) { "\(rooms.randomElement(using: &$0)!) \(lightKinds.randomElement(using: &$0)!)" }
+        }
+        return plans
+    }
+}
+
+extension String {
+    func leftPadded(to width: Int, with pad: Character = "0") -> String {
+        count >= width ? self : String(repeating: pad, count: width - count) + self
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+import JSON
+import MQTT
+import Synchronization
+import ThingAgent
+
+/// Runs a simulated fleet on the broker: brings the devices up (spread over the ramp), sends their reports on
+/// their intervals, answers requests, runs gateway transfers, and on the way out publishes every device offline.
+final class Simulator: Sendable {
+    let options: SimulatorOptions
+    let devices: [VirtualDevice]
+    let connectionPlan: ConnectionPlan
+    let stats = SimulatorStats()
+    private let deviceById: [String: VirtualDevice]
+    private let connectionOf: [String: SimulatorConnection]
+    private let connections: [SimulatorConnection]
+    private let transfers = Mutex<[String: Task<Void, Never>]>([:])
+
+    init(options: SimulatorOptions, configuration: AgentConfiguration, models: ThingModels) throws {
+        self.options = options
+        let topics = configuration.topics
+        let plans = FleetPlan.make(options)
+        devices = plans.map { plan in
+            var facts: [String: JSONValue] = ["gateway_name": .string(plan.name)]
+            if let channel = plan.channel { facts["zigbee_channel"] = .integer(Int64(channel)) }
+            facts["sub_device_count"] = .integer(Int64(plans.filter { $0.gatewayId == plan.id }.count))
+            return VirtualDevice(plan: plan, model: models.model(for: plan.productId), topics: topics,
+                                 seed: options.seed, facts: facts)
+        }
+        deviceById = Dictionary(uniqueKeysWithValues: devices.map { ($0.id, $0) })
+        connectionPlan = ConnectionPlan(plans, maxConnections: options.maxConnections)
+        var connections: [SimulatorConnection] = []
+        var connectionOf: [String: SimulatorConnection] = [:]
+        for (number, link) in connectionPlan.links.enumerated() {
+            let first = link.devices[0]
+            let clientID = link.pooled ? "sim-pool-\(number)-\(first)" : "sim-\(first)"
+            let will = link.pooled ? nil : deviceById[first]?.will
+            let connection = try SimulatorConnection(
+                configuration: Self.mqtt(configuration, clientID: clientID, will: will), topics: topics, stats: stats)
+            connections.append(connection)
+            for id in link.devices { connectionOf[id] = connection }
+        }
+        self.connections = connections
+        self.connectionOf = connectionOf
+    }
+
+    /// Fails with the broker's error when a first connection cannot be made (devices would only repeat it).
+    func checkBroker(_ configuration: AgentConfiguration) async throws {
+        let probe = try MQTTClient(configuration: Self.mqtt(
+            configuration, clientID: "sim-probe-\(options.seed)-\(UInt32.random(in: 0...UInt32.max))", will: nil))
+        do {
+            try await probe.connect()
+        } catch {
+            await probe.disconnect()
+            throw error
+        }
+        await probe.disconnect()
+    }
+
+    /// Works until the duration passes or the calling task is cancelled, then stops the fleet.
+    func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            for connection in connections {
+                group.addTask { await connection.serve { [self] device, reaction in self.react(device, reaction) } }
+            }
+            // Each child returns whether it ended the run: only the duration does. Cancelling our task (SIGINT,
+            // SIGTERM) ends every child instead.
+            await withTaskGroup(of: Bool.self) { fleet in
+                for (position, device) in devices.enumerated() {
+                    fleet.addTask {
+                        await self.live(device, position: position)
+                        return false
+                    }
+                }
+                if options.duration > 0 {
+                    fleet.addTask {
+                        try? await Task.sleep(for: .seconds(self.options.duration))
+                        return true
+                    }
+                }
+                fleet.addTask {
+                    await self.printProgress()
+                    return false
+                }
+                while let timeIsUp = await fleet.next(), !timeIsUp {}
+                fleet.cancelAll()
+            }
+            await stop()
+            group.cancelAll()
+        }
+    }
+
+    /// One device's life: up at its place in the ramp, then reports on its intervals until cancelled.
+    private func live(_ device: VirtualDevice, position: Int) async {
+        let clock = ContinuousClock()
+        let start = clock.now + .seconds(options.ramp * Double(position) / Double(max(1, devices.count)))
+        try? await clock.sleep(until: start)
+        guard !Task.isCancelled, let connection = connectionOf[device.id] else { return }
+        do {
+            try await connection.attach(device)
+        } catch {
+            Console.error("simulate: \(device.id) cannot reach the broker: \(error)")
+            return
+        }
+        for publication in device.comingOnline(now: Timestamp.current) { await connection.publish(publication) }
+        stats.online.add(1, ordering: .relaxed)
+        // Phases spread over the interval (golden ratio), so the fleet does not report in lockstep.
+        let phase = (Double(device.plan.index) * 0.618_033_988_75).truncatingRemainder(dividingBy: 1)
+        var nextReport = options.reportInterval > 0 ? start + .seconds(options.reportInterval * (1 + phase)) : nil
+        var nextSignal = options.signalInterval > 0 ? start + .seconds(options.signalInterval * (1 + phase)) : nil
+        while !Task.isCancelled {
+            guard let wake = [nextReport, nextSignal].compactMap({ $0 }).min() else {
+                try? await Task.sleep(for: .seconds(3600))
+                continue
+            }
+            do { try await clock.sleep(until: wake) } catch { break }
+            if let due = nextReport, clock.now >= due {
+                if let report = device.propertyReport(all: false, now: Timestamp.current, seconds: options.reportInterval) {
+                    await connection.publish(report)
+                }
+                nextReport = due + .seconds(options.reportInterval)
+            }
+            if let due = nextSignal, clock.now >= due {
+                if let signal = device.signalReport(now: Timestamp.current) { await connection.publish(signal) }
+                nextSignal = due + .seconds(options.signalInterval)
+            }
+        }
+    }
+
+    private func react(_ device: VirtualDevice, _ reaction: VirtualDevice.Reaction) {
+        guard let target = reaction.startTransfer else { return }
+        stats.transfers.add(1, ordering: .relaxed)
+        let run = Task { await self.transfer(by: device, replacing: target) }
+        transfers.withLock { $0[device.id] = run }
+    }
+
+    /// A gateway takes over `target`: its stages a step apart, then finish (or failed, at the failure rate). On
+    /// finish the target's sub-devices in this fleet report their new gateway, after the finish.
+    private func transfer(by gateway: VirtualDevice, replacing target: String) async {
+        defer { gateway.transferEnded() }
+        guard let connection = connectionOf[gateway.id] else { return }
+        let targetName = deviceById[target]?.plan.name
+        let failAfter = gateway.drawTransferFailure(rate: options.failureRate)
+        let stages: [TransferStatus] = [.deviceConfigInit, .deviceDataInit, .osConfigInit]
+        for (number, stage) in stages.enumerated() {
+            do { try await Task.sleep(for: .seconds(options.transferStep)) } catch { return }
+            await connection.publish(gateway.transferStatus(target: target, targetName: targetName, stage,
+                                                            now: Timestamp.current))
+            if failAfter == number + 1 {
+                do { try await Task.sleep(for: .seconds(options.transferStep)) } catch { return }
+                await connection.publish(gateway.transferStatus(target: target, targetName: targetName, .failed,
+                                                                failedCode: "\(stage)_failed", now: Timestamp.current))
+                return
+            }
+        }
+        do { try await Task.sleep(for: .seconds(options.transferStep)) } catch { return }
+        await connection.publish(gateway.transferStatus(target: target, targetName: targetName, .finish,
+                                                        now: Timestamp.current))
+        var moved = 0
+        for device in devices where device.gatewayId == target {
+            guard let link = connectionOf[device.id] else { continue }
+            await link.publish(device.moved(to: gateway.id, now: Timestamp.current))
+            moved += 1
+        }
+        // Both gateways report how many sub-devices they now serve.
+        for (side, delta) in [(gateway, moved), (deviceById[target], -moved)] {
+            guard let side, let link = connectionOf[side.id], let count = side.value("sub_device_count")?.int64Value,
+                  let report = side.report("sub_device_count", .integer(max(0, count + Int64(delta))),
+                                           now: Timestamp.current) else { continue }
+            await link.publish(report)
+        }
+    }
+
+    /// Every device publishes its offline status (a clean DISCONNECT drops the will), then the connections close.
+    private func stop() async {
+        for run in transfers.withLock({ Array($0.values) }) { run.cancel() }
+        await withTaskGroup(of: Void.self) { group in
+            for connection in connections {
+                group.addTask {
+                    for device in connection.attached {
+                        await connection.publish(device.status(online: false, now: Timestamp.current))
+                        self.stats.online.subtract(1, ordering: .relaxed)
+                    }
+                    await connection.client.disconnect()
+                }
+            }
+        }
+    }
+
+    private func printProgress() async {
+        let started = ContinuousClock.now
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: .seconds(10)) } catch { return }
+            Console.out("simulate: +\((ContinuousClock.now - started).components.seconds) s  \(stats.line)")
+        }
+    }
+
+    static func mqtt(_ configuration: AgentConfiguration, clientID: String, will: MQTTWill?) -> MQTTConfiguration {
+        var mqtt = MQTTConfiguration(url: configuration.broker, clientID: clientID)
+        mqtt.username = configuration.username
+        mqtt.password = configuration.password
+        if configuration.caFile != nil || configuration.certFile != nil || configuration.keyFile != nil
+            || !configuration.verifyHostname {
+            mqtt.tls = MQTTTLS(caFile: configuration.caFile, certFile: configuration.certFile,
+                               keyFile: configuration.keyFile, verifyHostname: configuration.verifyHostname)
+        }
+        mqtt.keepAlive = Int(configuration.keepAlive)
+        mqtt.will = will
+        return mqtt
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+import ThingAgent
+@testable import thing_agent
+
+/// The simulator's pure parts: its fleet plan, its connection plan, its refusals and its built-in models.
+@Suite("Simulator plans")
+struct SimulatorPlanTests {
+    @Test func theBuiltInModelsAreTheShippedOnes() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+        let shipped = try ThingModels(directory: root + "/Config/models")
+        let builtIn = try BuiltinModels.load(directory: nil)
+        for product in [BuiltinModels.light, BuiltinModels.gateway, BuiltinModels.sensor] {
+            #expect(builtIn.model(for: product) == shipped.model(for: product), "\(product) differs from Config/models")
+        }
+    }
+
+    @Test func theFleetFollowsTheSeed() {
+        var options = SimulatorOptions()
+        options.devices = 3
+        options.gateways = 2
+        options.subdevicesPerGateway = 2
+        options.seed = 1
+        let plan = FleetPlan.make(options)
+        #expect(plan.count == 9)
+        #expect(plan.map(\.category) == [.gateway, .subdevice, .subdevice, .gateway, .subdevice, .subdevice,
+                                         .device, .device, .device])
+        #expect(plan[1].gatewayId == plan[0].id && plan[4].gatewayId == plan[3].id)
+        #expect(plan.map(\.id) == FleetPlan.make(options).map(\.id))
+        #expect(plan.map(\.name) == FleetPlan.make(options).map(\.name))
+        options.seed = 2
+        #expect(Set(plan.map(\.id)).isDisjoint(with: FleetPlan.make(options).map(\.id)))
+    }
+
+    @Test func connectionsAreOnePerDeviceUpToTheLimitThenPooled() {
+        var options = SimulatorOptions()
+        options.devices = 10
+        options.gateways = 2
+        options.subdevicesPerGateway = 3
+        let small = ConnectionPlan(FleetPlan.make(options), maxConnections: 250)
+        // Sub-devices ride on their gateway's connection.
+        #expect(small.links.count == 12)
+        #expect(small.links.allSatisfy { !$0.pooled })
+        #expect(small.links[0].devices.count == 4)
+
+        options.devices = 1000
+        options.gateways = 0
+        let large = ConnectionPlan(FleetPlan.make(options), maxConnections: 250)
+        #expect(large.links.count <= 250)
+        #expect(large.links.reduce(0) { $0 + $1.devices.count } == 1000)
+        #expect(large.links.filter(\.pooled).allSatisfy { $0.devices.count <= ConnectionPlan.devicesPerPool })
+        #expect(large.dedicatedCount + large.links.filter(\.pooled).count == large.links.count)
+    }
+
+    @Test func refusalsUseTheProtocolCodes() throws {
+        let model = try #require(try BuiltinModels.load(directory: nil).model(for: BuiltinModels.light))
+        #expect(SetRefusal.check(["bright_value": 500, "switch_1": true], model: model) == nil)
+        #expect(SetRefusal.check([:], model: model)?.code == 1003)
+        #expect(SetRefusal.check(["bright_value": "loud"], model: model)?.code == 1003)
+        #expect(SetRefusal.check(["nosuch": 1], model: model)?.code == 1004)
+        #expect(SetRefusal.check(["temp_current": 1], model: model)?.code == 1004)
+        #expect(SetRefusal.check(["bright_value": 5], model: model)?.code == 1005)
+        #expect(SetRefusal.check(["mode": "disco"], model: model)?.code == 1005)
+        #expect(SetRefusal.check(["anything": 1], model: nil) == nil)
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+import ThingAgent
+
+/// `thing-agent simulate` as a child process, driven through the library.
+@Suite("thing-agent simulate", .serialized)
+struct SimulatorTests {
+    /// A daemon-role agent in this process on `broker`, with its cache in `directory`.
+    static func startAgent(_ broker: MosquittoBroker, directory: String) async throws -> (Agent, Task<Void, any Error>) {
+        var configuration = AgentConfiguration()
+        configuration.broker = broker.url
+        configuration.database = directory + "/cache-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.clientID = "sim-test-\(UInt32.random(in: 0...UInt32.max))"
+        configuration.requestTimeout = 5
+        let agent = try Agent(configuration: configuration)
+        let running = Task { try await agent.run() }
+        try await waitUntil { agent.connectionState == .connected }
+        return (agent, running)
+    }
+
+    static func simulate(_ broker: MosquittoBroker, _ arguments: [String], log: String) throws -> DaemonProcess {
+        try DaemonProcess(thingAgentExecutable(), ["simulate", "--broker", broker.url] + arguments, logPath: log)
+    }
+
+    static func ids(_ agent: Agent, _ category: DeviceCategory) -> [String] {
+        agent.cache.all().filter { $0.info.category == category }.map(\.id)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func simulatedDevicesAnswerWhatTheyAreAsked() async throws {
+        try await withBroker { broker in
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let (agent, running) = try await Self.startAgent(broker, directory: directory)
+            defer { running.cancel() }
+            let simulator = try Self.simulate(broker, [
+                "--devices", "3", "--gateways", "2", "--subdevices", "2", "--seed", "1", "--duration", "10",
+                "--transfer-step", "0.2"], log: directory + "/simulate.log")
+            try await waitUntil(timeout: .seconds(10)) {
+                agent.cache.count == 9 && agent.cache.all().allSatisfy { $0.online == true && $0.info.name != nil }
+            }
+            let lights = Self.ids(agent, .device), gateways = Self.ids(agent, .gateway)
+            #expect(lights.count == 3 && gateways.count == 2 && Self.ids(agent, .subdevice).count == 4)
+            let light = try #require(lights.first)
+
+            // A set the model allows: accepted, then reported like a real device.
+            let accepted = try await agent.request(.setProperties, to: light, data: ["bright_value": 500, "mode": "scene"])
+            #expect(accepted.code == 0)
+            try await waitUntil {
+                let properties = agent.cache.device(light)?.properties
+                return properties?["bright_value"]?.value == 500 && properties?["mode"]?.value == "scene"
+            }
+            // Sets the model refuses, with PROTOCOL.md's codes; nothing changes.
+            let refusals: [(JSONObject, Int)] = [
+                (["bright_value": 5000], 1005), (["mode": "disco"], 1005), (["label": .string(String(repeating: "x", count: 40))], 1005),
+                (["nosuch": 1], 1004), (["temp_current": 300], 1004), (["bright_value": "high"], 1003), (["switch_1": 1], 1003),
+            ]
+            for (data, code) in refusals {
+                await #expect {
+                    try await agent.request(.setProperties, to: light, data: .object(data))
+                } throws: { error in
+                    guard case RequestError.refused(let refused, _) = error else { return false }
+                    return refused == code
+                }
+            }
+            #expect(agent.cache.device(light)?.properties["bright_value"]?.value == 500)
+
+            // info/get: the full device information.
+            let info = try await agent.fetchInfo(light)
+            #expect(info.productId == "p-light-1")
+            #expect(info.hardwareInfo?["module"] == "WBR3")
+            #expect(info.supports(.wifiList))
+
+            // wifi/scan: one line per SSID, strongest first (the simulator repeats one and adds a hidden one).
+            let networks = try await agent.scanWifiList(light)
+            #expect(networks.count >= 4)
+            #expect(Set(networks.map(\.ssid)).count == networks.count)
+            #expect(!networks.contains { $0.ssid.isEmpty })
+            #expect(networks.map(\.rssi) == networks.map(\.rssi).sorted(by: >))
+
+            // A gateway transfer through to finish, refusing a second start meanwhile.
+            let (faulty, new) = (gateways[0], gateways[1])
+            let moving = agent.cache.subDevices(of: faulty).map(\.id)
+            #expect(moving.count == 2)
+            let manager = GatewayTransferManager(deviceId: new, agent: agent)
+            let updates = manager.statusUpdates
+            try await manager.transfer(fromGateway: faulty)
+            await #expect(throws: RequestError.refused(code: 1006, message: "a transfer is already running")) {
+                try await agent.request(.gatewayTransferStart, to: new, data: ["targetDeviceId": .string(faulty)])
+            }
+            var stages: [TransferStatus] = []
+            for await info in updates {
+                stages.append(info.status)
+                if info.status == .finish || info.status == .failed { break }
+            }
+            #expect(stages == [.unknown, .deviceConfigInit, .deviceDataInit, .osConfigInit, .finish])
+            #expect(Set(moving).isSubset(of: agent.cache.subDevices(of: new).map(\.id)))
+
+            // When its time is up the simulator stops by itself and says every device is offline.
+            let status = await simulator.waitForExit(timeout: .seconds(30))
+            #expect(status == 0, "\(simulator.log)")
+            try await waitUntil { agent.cache.all().allSatisfy { $0.online == false } }
+            #expect(simulator.log.contains("simulate: stopped"))
+            // The moved sub-devices' own later info reports name their new gateway too.
+            #expect(moving.allSatisfy { agent.cache.device($0)?.info.gatewayId == new })
+            running.cancel()
+            _ = try? await running.value
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func sameSeedSameFleetAndValues() async throws {
+        try await withBroker { broker in
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            /// Runs a short simulation next to a fresh agent and returns the printed fleet and what the agent cached.
+            func run(seed: String) async throws -> (table: String, devices: [String: JSONObject]) {
+                let (agent, running) = try await Self.startAgent(broker, directory: directory)
+                let result = try await runCommand(thingAgentExecutable(), [
+                    "simulate", "--broker", broker.url, "--devices", "2", "--gateways", "1", "--subdevices", "1",
+                    "--seed", seed, "--duration", "1", "--report-interval", "0", "--signal-interval", "0"])
+                #expect(result.status == 0, "\(result.stderr)")
+                try await waitUntil { agent.cache.count >= 4 && agent.cache.all().allSatisfy { $0.online == false } }
+                var devices: [String: JSONObject] = [:]
+                for device in agent.cache.all() {
+                    var json = device.json(now: 0)
+                    for volatile in ["statusChangedAt", "propertyTimes", "wifiSignalTime", "wifiSignalAge", "firstSeen",
+                                     "updatedAt", "online", "status"] { json[volatile] = nil }
+                    devices[device.id] = json
+                }
+                running.cancel()
+                _ = try? await running.value
+                let table = result.stdout.split(separator: "\n").filter { !$0.hasPrefix("simulate:") }.joined(separator: "\n")
+                return (table, devices)
+            }
+            let first = try await run(seed: "1")
+            let again = try await run(seed: "1")
+            #expect(first.table == again.table)
+            #expect(first.table.contains("gw-") && first.table.contains("sub-") && first.table.contains("dev-"))
+            let ids = first.devices.keys.filter { first.table.contains($0) }
+            #expect(ids.count == 4)
+            for id in ids { #expect(first.devices[id] == again.devices[id], "\(id) differs between runs") }
+            let other = try await run(seed: "2")
+            #expect(other.table != first.table)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aKilledSimulatorsDevicesGoOfflineByTheirWill() async throws {
+        try await withBroker { broker in
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let (agent, running) = try await Self.startAgent(broker, directory: directory)
+            defer { running.cancel() }
+            let simulator = try Self.simulate(broker, ["--devices", "2", "--gateways", "1", "--subdevices", "1", "--seed", "5"],
+                                              log: directory + "/simulate.log")
+            try await waitUntil(timeout: .seconds(10)) {
+                agent.cache.count == 4 && agent.cache.all().allSatisfy { $0.online == true }
+            }
+            let killedAt = Timestamp.current
+            simulator.signal(SIGKILL)
+            // Devices and gateways have their own connection and will; a sub-device speaks through its gateway
+            // and has none (its offline status is published on a clean stop only).
+            let withWill = Self.ids(agent, .device) + Self.ids(agent, .gateway)
+            try await waitUntil(timeout: .seconds(10)) { withWill.allSatisfy { agent.cache.device($0)?.online == false } }
+            for id in withWill {
+                // The will has no time: the agent stamped its arrival.
+                #expect((agent.cache.device(id)?.statusChangedAt ?? 0) >= killedAt)
+            }
+            #expect(Self.ids(agent, .subdevice).allSatisfy { agent.cache.device($0)?.online == true })
+            running.cancel()
+            _ = try? await running.value
+        }
+    }
+}

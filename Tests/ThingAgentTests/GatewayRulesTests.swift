@@ -1,0 +1,143 @@
+import Foundation
+import TestSupport
+import JSON
+import Testing
+@testable import ThingAgent
+
+/// The relink rule and the choice of replaceable gateways, on the pure snapshot logic.
+@Suite("Gateway rules")
+struct GatewayRulesTests {
+    @Test func relinkCountsAsAnInfoReportAtTheFinishTime() throws {
+        var sub = DeviceSnapshot(id: "sub1", seenAt: 1)
+        _ = try sub.apply(.info(["gatewayId": "gwOld", "name": "Sensor"], time: 100), now: 2)
+        sub.relink(to: "gwNew", at: 500, now: 3)
+        #expect(sub.info.gatewayId == "gwNew")
+        #expect(sub.infoTime == 500)
+        // A retained copy from before the transfer loses entirely.
+        var changes = try sub.apply(.info(["gatewayId": "gwOld", "name": "Old name"], time: 100), now: 4)
+        #expect(changes.isEmpty)
+        #expect(sub.info.gatewayId == "gwNew")
+        // A newer report is the device's own word.
+        changes = try sub.apply(.info(["gatewayId": "gwOld"], time: 600), now: 5)
+        #expect(changes.info)
+        #expect(sub.info.gatewayId == "gwOld")
+    }
+
+    @Test func relinkNeverMovesInfoTimeBackwards() {
+        var sub = DeviceSnapshot(id: "sub1", seenAt: 1)
+        sub.infoTime = 900
+        sub.relink(to: "gwNew", at: 500, now: 3)
+        #expect(sub.infoTime == 900)
+    }
+
+    static func gateway(_ id: String, product: String? = "p-gw", space: Int64? = 1, category: String = "gateway")
+        -> DeviceSnapshot {
+        var device = DeviceSnapshot(id: id, seenAt: 1)
+        var fields = JSONObject([("category", .string(category))])
+        if let product { fields["productId"] = .string(product) }
+        if let space { fields["spaceId"] = .integer(space) }
+        device.info = DeviceInfo(devId: id, fields: fields)
+        return device
+    }
+
+    @Test func replaceableGatewaysShareProductAndSpace() {
+        let me = Self.gateway("me")
+        #expect(Self.gateway("a").isReplaceable(by: me))
+        #expect(!me.isReplaceable(by: me))
+        #expect(!Self.gateway("b", product: "other").isReplaceable(by: me))
+        #expect(!Self.gateway("c", space: 2).isReplaceable(by: me))
+        #expect(!Self.gateway("d", category: "device").isReplaceable(by: me))
+        #expect(!Self.gateway("e", product: nil).isReplaceable(by: Self.gateway("f", product: nil)))
+    }
+
+    @Test func stalledTransferIsFailedOnlyWhileUnchanged() throws {
+        let hub = EventHub()
+        let cache = DeviceCache()
+        let writer = CacheWriter(store: nil, journal: nil, cache: cache, hub: hub)
+        let report = TransferStatusReport(targetDeviceId: "gwOld", targetDeviceName: nil, sourceDeviceId: "gwNew",
+                                          status: .deviceDataInit, failedCode: "", time: 100)
+        _ = try writer.apply(.transferStatus(report), to: "gwNew", now: 1_000)
+        // Someone saw an older change: nothing happens.
+        let topic = "things/gwNew/thing/gateway/transfer/status"
+        #expect(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 999, now: 5_000, topic: topic)?.status
+            == .deviceDataInit)
+        let failed = try #require(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 1_000, now: 5_000,
+                                                                 topic: topic))
+        #expect(failed.status == .failed)
+        #expect(failed.failedCode == "timeout")
+        #expect(failed.time == 5_000)
+        #expect(cache.device("gwNew")?.transfer == failed)
+        // Already over: left alone.
+        #expect(try writer.failStalledTransfer(gateway: "gwNew", lastChange: 5_000, now: 9_000, topic: topic) == failed)
+    }
+
+    /// The daemon journals a stall verdict like a report: killed before SQLite got it, it replays it at start.
+    @Test func aStallVerdictIsJournaledAndReplayed() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = AgentConfiguration()
+        configuration.database = directory + "/cache.sqlite"
+        let topic = "things/gwNew/thing/gateway/transfer/status"
+        do {
+            let writer = CacheWriter(store: try CacheStore(path: configuration.database),
+                                     journal: try Journal(path: configuration.database + ".journal"),
+                                     cache: DeviceCache(), hub: EventHub())
+            let report = TransferStatusReport(targetDeviceId: "gwOld", targetDeviceName: "Old", sourceDeviceId: "gwNew",
+                                              status: .deviceConfigInit, failedCode: "", time: t0)
+            _ = try writer.apply(.transferStatus(report), to: "gwNew", now: 1_000, raw: (topic, report.payload))
+            _ = try writer.failStalledTransfer(gateway: "gwNew", lastChange: 1_000, now: 9_000, topic: topic)
+            // No flush: the process dies here.
+        }
+        #expect(try CacheReader(path: configuration.database).device("gwNew") == nil)
+        let agent = try Agent(configuration: configuration)
+        let replayed = try #require(agent.cache.device("gwNew")?.transfer)
+        #expect(replayed.status == .failed)
+        #expect(replayed.failedCode == "timeout")
+        #expect(replayed.targetDeviceName == "Old")
+        #expect(try CacheReader(path: configuration.database).device("gwNew")?.transfer == replayed)
+    }
+}
+
+/// Two writers on one cache file, as the daemon and a CLI requester are.
+@Suite("Shared cache file")
+struct SharedCacheFileTests {
+    @Test func aRequesterHearsWhatTheDaemonWroteFirstAndWritesNothingBack() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/cache.sqlite"
+        let daemon = CacheWriter(store: try CacheStore(path: path), journal: nil, cache: DeviceCache(), hub: EventHub())
+        let sub = InboundMessage.info(["category": "subdevice", "gatewayId": "gwOld"], time: 10)
+        _ = try daemon.apply(sub, to: "sub1", now: 1)
+        try daemon.flush()
+        let requesterHub = EventHub()
+        let requester = CacheWriter(store: try CacheStore(path: path), journal: nil,
+                                    cache: DeviceCache(try CacheStore(path: path).loadAll()), hub: requesterHub,
+                                    sharesFile: true)
+        let events = requesterHub.events()
+
+        // The daemon applies the finish (and the relink) before the requester gets the same report.
+        let finish = InboundMessage.transferStatus(TransferStatusReport(
+            targetDeviceId: "gwOld", targetDeviceName: nil, sourceDeviceId: "gwNew", status: .finish,
+            failedCode: "", time: 100))
+        _ = try daemon.apply(finish, to: "gwNew", now: 2)
+        _ = try daemon.apply(.signal(wifi: SignalReading(dBm: -61, time: 200), rsrp: nil), to: "sub1", now: 3)
+        try daemon.flush()
+        guard case .changed(let heard) = try requester.apply(finish, to: "gwNew", now: 4) else {
+            Issue.record("the requester heard nothing")
+            return
+        }
+        #expect(heard.transfer?.status == .finish)
+        #expect(requester.cache.device("sub1")?.info.gatewayId == "gwNew")
+        #expect(requester.cache.device("sub1")?.wifiSignal?.dBm == -61, "memory catches up with the file")
+        let onDisk = try CacheStore(path: path).loadDevice("sub1")
+        #expect(onDisk?.wifiSignal?.dBm == -61)
+        #expect(onDisk?.updatedAt == daemon.cache.device("sub1")?.updatedAt, "nothing written back")
+
+        var kinds: [DeviceEventKinds] = []
+        for await event in events {
+            kinds.append(event.kind)
+            if kinds.count == 3 { break }
+        }
+        #expect(kinds == [.transfer, .info, .signal])
+    }
+}

@@ -1,0 +1,325 @@
+import Foundation
+import JSON
+import Synchronization
+import Testing
+import TestSupport
+@testable import ThingAgent
+
+/// Gateway replacement through the library, against a real broker and a real cache file.
+@Suite("Gateway transfer", .serialized)
+struct GatewayTransferTests {
+    /// Runs `body` with a started daemon-role agent whose configuration `adjust` may change.
+    static func withAgent(_ broker: MosquittoBroker, adjust: (inout AgentConfiguration) -> Void = { _ in },
+                          _ body: (Agent, String) async throws -> Void) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = AgentTests.configuration(broker, directory: directory)
+        adjust(&configuration)
+        let agent = try Agent(configuration: configuration)
+        let running = Task { try await agent.run() }
+        defer { running.cancel() }
+        try await waitUntil { agent.connectionState == .connected }
+        try await body(agent, configuration.database)
+        running.cancel()
+        _ = try? await running.value
+    }
+
+    /// Makes `gwNew` accept every transfer start with `code`.
+    static func accept(_ fleet: GatewayFleet, code: Int = 0) async throws -> Task<Void, Never> {
+        try await fleet.new.answer("gateway/transfer/start") { _ in
+            code == 0 ? #""code":0"# : #""code":\#(code),"message":"a transfer is already running""#
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func gatewaysAreTheSameProductInTheSameSpaceOfflineFirst() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: agent)
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: agent)
+                #expect(manager.gateways().map(\.id) == ["gwOld", "gwPlain"])
+                #expect(GatewayTransferManager.gateways(deviceId: "gwNew", agent: agent).map(\.id) == ["gwOld", "gwPlain"])
+                #expect(manager.deviceSupportsTransfer())
+                #expect(!GatewayTransferManager.deviceSupportsTransfer(deviceId: "gwPlain", agent: agent))
+                #expect(!GatewayTransferManager.deviceSupportsTransfer(deviceId: "nosuch", agent: agent))
+                #expect(manager.deviceTransferInfo() == .none("gwNew"))
+                #expect(GatewayTransferManager.gateways(deviceId: "nosuch", agent: agent).isEmpty)
+                await fleet.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func preconditionsFailBeforeAnythingIsSent() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: agent)
+                let spy = try await StartRequestSpy(broker)
+
+                // Unsupported: no gatewayTransfer ability.
+                let plain = GatewayTransferManager(deviceId: "gwPlain", agent: agent)
+                await #expect {
+                    try await plain.transfer(fromGateway: "gwOld")
+                } throws: { error in
+                    guard case RequestError.unsupported("gwPlain", let reason) = error else { return false }
+                    return reason.contains("gatewayTransfer")
+                }
+                // Unknown faulty gateway, and a gateway of another space.
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: agent)
+                for faulty in ["nosuch", "gwFar", "lamp"] {
+                    await #expect {
+                        try await manager.transfer(fromGateway: faulty)
+                    } throws: { error in
+                        guard case RequestError.unsupported("gwNew", let reason) = error else { return false }
+                        return reason.contains("\(faulty) is not a gateway it can replace") && reason.contains("gwOld")
+                    }
+                }
+                // Already transferring: a running status was reported.
+                try await fleet.report(.deviceDataInit, time: t0 + 10)
+                try await waitUntil { manager.deviceTransferInfo().status == .deviceDataInit }
+                await #expect {
+                    try await GatewayTransferManager.transfer(deviceId: "gwNew", fromGateway: "gwOld", agent: agent)
+                } throws: { error in
+                    guard case RequestError.unsupported("gwNew", let reason) = error else { return false }
+                    return reason.contains("busy") && reason.contains("deviceDataInit")
+                }
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(spy.count == 0, "a refused precondition must publish nothing")
+                await spy.client.disconnect()
+                await fleet.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func finishRelinksSubDevicesInMemoryAndFileAndListenersHearEveryStage() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, database in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: agent)
+                let answering = try await Self.accept(fleet)
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: agent)
+                let log = TransferLog(), releasedLog = TransferLog()
+                let recorder = TransferRecorder(log)
+                var released: TransferRecorder? = TransferRecorder(releasedLog)
+                weak let weakReleased = released
+                manager.addListener(recorder)
+                manager.addListener(released!)
+                let updates = manager.statusUpdates
+                let collected = Task {
+                    var seen: [TransferStatus] = []
+                    for await info in updates {
+                        seen.append(info.status)
+                        if info.status == .finish { break }
+                    }
+                    return seen
+                }
+
+                let started = try await manager.transfer(fromGateway: "gwOld")
+                #expect(started.status == .unknown)
+                #expect(started.targetDeviceId == "gwOld")
+                #expect(started.targetDeviceName == "Old gateway")
+                try await waitUntil { releasedLog.statuses == [.unknown] }
+                released = nil
+                #expect(weakReleased == nil, "the manager must not keep a listener alive")
+
+                for (n, status) in [TransferStatus.deviceConfigInit, .deviceDataInit, .osConfigInit, .finish].enumerated() {
+                    try await fleet.report(status, time: t0 + 100 + Int64(n))
+                }
+                try await waitUntil { log.statuses.last == .finish }
+                #expect(log.statuses == [.unknown, .deviceConfigInit, .deviceDataInit, .osConfigInit, .finish])
+                #expect(await collected.value == [.unknown, .deviceConfigInit, .deviceDataInit, .osConfigInit, .finish])
+                #expect(releasedLog.statuses == [.unknown])
+
+                #expect(agent.cache.subDevices(of: "gwNew").map(\.id) == ["sub1", "sub2"])
+                #expect(agent.cache.subDevices(of: "gwOld").isEmpty)
+                // SQLite gets the change from the flusher, a moment later.
+                try await waitUntil {
+                    let file = try? CacheReader(path: database)
+                    return (try? file?.devices().filter { $0.info.gatewayId == "gwNew" }.map(\.id)) == ["sub1", "sub2"]
+                        && (try? file?.device("gwNew"))??.transfer?.status == .finish
+                }
+                #expect(manager.deviceTransferInfo().status == .finish)
+
+                // The relink rule: an info report older than the finish (a retained copy from before) loses;
+                // a newer one is the device's own word and wins.
+                let sub1 = try #require(fleet.others.first { $0.id == "sub1" })
+                try await sub1.info(#"{"gatewayId":"gwOld","name":"stale"}"#, time: t0 + 50)
+                try await sub1.info(#"{"name":"marker"}"#, time: t0 + 200)
+                try await waitUntil { agent.cache.device("sub1")?.info.name == "marker" }
+                #expect(agent.cache.device("sub1")?.info.gatewayId == "gwNew")
+                try await sub1.info(#"{"gatewayId":"gwOld"}"#, time: t0 + 300)
+                try await waitUntil { agent.cache.device("sub1")?.info.gatewayId == "gwOld" }
+                answering.cancel()
+                await fleet.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func refusalNamesTheCodeAndRecordsNothing() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: agent)
+                let answering = try await Self.accept(fleet, code: 1006)
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: agent)
+                await #expect(throws: RequestError.refused(code: 1006, message: "a transfer is already running")) {
+                    try await manager.transfer(fromGateway: "gwOld")
+                }
+                #expect(RequestError.refused(code: 1006, message: nil).description.contains("busy"))
+                #expect(manager.deviceTransferInfo().status == .none)
+                answering.cancel()
+                await fleet.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func failedReportIsPersistedHeardAndMovesNothing() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, database in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: agent)
+                let answering = try await Self.accept(fleet)
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: agent)
+                let updates = manager.statusUpdates
+                try await manager.transfer(fromGateway: "gwOld")
+                try await fleet.report(.deviceConfigInit, time: t0 + 100)
+                try await fleet.report(.failed, failedCode: "subdevice_unreachable", time: t0 + 101)
+                var heard: [TransferInfo] = []
+                for await info in updates {
+                    heard.append(info)
+                    if info.status == .failed { break }
+                }
+                #expect(heard.last?.failedCode == "subdevice_unreachable")
+                try await waitUntil {
+                    (try? CacheReader(path: database).device("gwNew"))??.transfer?.failedCode == "subdevice_unreachable"
+                }
+                #expect(agent.cache.subDevices(of: "gwOld").map(\.id) == ["sub1", "sub2"])
+                // A failed transfer is over: a new one may start.
+                try await manager.transfer(fromGateway: "gwOld")
+                answering.cancel()
+                await fleet.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func stalledTransferEndsAsFailedWithTimeout() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker, adjust: { $0.transferStallTimeout = 0.5 }) { agent, database in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: agent)
+                let answering = try await Self.accept(fleet)
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: agent)
+                let log = TransferLog()
+                let recorder = TransferRecorder(log)
+                manager.addListener(recorder)
+                try await manager.transfer(fromGateway: "gwOld")
+                try await fleet.report(.deviceConfigInit, time: t0 + 100)
+                // Then silence.
+                try await waitUntil(timeout: .seconds(10)) { log.last?.status == .failed }
+                #expect(log.statuses == [.unknown, .deviceConfigInit, .failed])
+                #expect(log.last?.failedCode == "timeout")
+                try await waitUntil {
+                    let cached = (try? CacheReader(path: database).device("gwNew"))??.transfer
+                    return cached?.status == .failed && cached?.failedCode == "timeout"
+                }
+                #expect(agent.cache.subDevices(of: "gwOld").count == 2)
+
+                // A report made before the verdict is stale; a finish made after it still wins.
+                try await fleet.report(.osConfigInit, time: t0 + 101)
+                try await fleet.report(.finish, time: Timestamp.current + 60_000)
+                try await waitUntil { log.statuses.last == .finish }
+                #expect(log.statuses == [.unknown, .deviceConfigInit, .failed, .finish])
+                #expect(agent.cache.subDevices(of: "gwNew").count == 2)
+                answering.cancel()
+                await fleet.disconnect()
+            }
+        }
+    }
+
+    /// A transfer left running in the file by an interrupted CLI (the daemon never heard of its start) cannot
+    /// block the next one: following the gateway ends it once it is older than the stall timeout.
+    @Test(.timeLimit(.minutes(1)))
+    func followingEndsAStalledTransferLeftInTheFile() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { daemon, database in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: daemon)
+                try await waitUntil { ((try? CacheReader(path: database).devices()) ?? []).count == 7 }
+                let answering = try await Self.accept(fleet)
+                var configuration = daemon.configuration
+                configuration.transferStallTimeout = 0.5
+                func requester() async throws -> Agent {
+                    configuration.clientID = "cli-\(UInt32.random(in: 0...UInt32.max))"
+                    let agent = try Agent(configuration: configuration, role: .requester)
+                    try await agent.start()
+                    try await agent.follow("gwNew", kinds: .transfer)
+                    return agent
+                }
+                let interrupted = try await requester()
+                try await GatewayTransferManager(deviceId: "gwNew", agent: interrupted).transfer(fromGateway: "gwOld")
+                await interrupted.stop()  // as if Ctrl-C: no report came, nobody watches it any more
+                #expect((try CacheReader(path: database).device("gwNew"))?.transfer?.status == .unknown)
+
+                try await Task.sleep(for: .milliseconds(600))
+                let next = try await requester()
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: next)
+                #expect(manager.deviceTransferInfo().status == .failed)
+                #expect(manager.deviceTransferInfo().failedCode == "timeout")
+                let started = try await manager.transfer(fromGateway: "gwOld")
+                #expect(started.status == .unknown)
+                await next.stop()
+                answering.cancel()
+                await fleet.disconnect()
+            }
+        }
+    }
+
+    /// A requester (the CLI) writes the daemon's file: it reads each device from the file before changing it, so
+    /// the relink it commits never rolls back what the daemon wrote after the requester loaded its cache.
+    @Test(.timeLimit(.minutes(1)))
+    func requesterFollowingATransferNeverRollsBackTheDaemonsWrites() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { daemon, database in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: daemon)
+                let answering = try await Self.accept(fleet)
+                try await waitUntil { ((try? CacheReader(path: database).devices()) ?? []).count == 7 }
+                var configuration = daemon.configuration
+                configuration.clientID = "cli-\(UInt32.random(in: 0...UInt32.max))"
+                let requester = try Agent(configuration: configuration, role: .requester)
+                try await requester.start()
+                #expect(requester.cache.device("sub1")?.wifiSignal == nil)
+
+                // Written by the daemon only, after the requester loaded the file.
+                let sub1 = try #require(fleet.others.first { $0.id == "sub1" })
+                try await sub1.signal(wifi: -61, time: t0 + 5)
+                try await waitUntil { daemon.cache.device("sub1")?.wifiSignal?.dBm == -61 }
+
+                try await requester.follow("gwNew", kinds: .transfer)
+                let manager = GatewayTransferManager(deviceId: "gwNew", agent: requester)
+                let updates = manager.statusUpdates
+                try await manager.transfer(fromGateway: "gwOld")
+                for (n, status) in [TransferStatus.deviceConfigInit, .deviceDataInit, .osConfigInit, .finish].enumerated() {
+                    try await fleet.report(status, time: t0 + 100 + Int64(n))
+                }
+                for await info in updates where info.status == .finish { break }
+                #expect(requester.cache.subDevices(of: "gwNew").map(\.id) == ["sub1", "sub2"])
+                try await waitUntil { daemon.cache.subDevices(of: "gwNew").count == 2 }
+
+                try await Task.sleep(for: .milliseconds(200))  // the daemon's flusher writes its relink too
+                let onDisk = try #require(try CacheReader(path: database).device("sub1"))
+                #expect(onDisk.info.gatewayId == "gwNew")
+                #expect(onDisk.wifiSignal?.dBm == -61, "the requester wrote back its older copy")
+                await requester.stop()
+                answering.cancel()
+                await fleet.disconnect()
+            }
+        }
+    }
+}

@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "MQTT", dependencies: ["CMosquitto"], swiftSettings: swift6),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
         .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON"], swiftSettings: swift6),
-        .executableTarget(name: "thing-agent", dependencies: ["ThingAgent"], swiftSettings: swift6),
+        .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
         // Benchmarks: a release-built executable that prints figures (README, "Performance").
         .executableTarget(
             name: "thing-agent-bench",

@@ -9,7 +9,7 @@
 import JSON
 @testable import ThingAgent
 
-private let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus]
+private let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus, .unbind]
     + RequestKind.allCases.map { .response($0) }
 
 /// One in-memory cache database for the whole run, emptied before each input.

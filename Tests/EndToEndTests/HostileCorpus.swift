@@ -47,11 +47,11 @@ enum HostileCorpus {
 
     static let inboundKinds = [
         "properties", "status", "signal", "info", "gateway/transfer/status", "properties/set_response",
-        "info/get_response", "wifi/scan_response", "gateway/transfer/start_response",
+        "info/get_response", "wifi/scan_response", "gateway/transfer/start_response", "unbind",
     ]
 
-    /// Messages whose outcome is known: the drop reason each must be counted under. Every message addressed to a
-    /// victim is invalid; the valid ones go to invalid device ids.
+    /// Messages whose outcome is known: the drop reason each must be counted under (or "unchanged"). Every message
+    /// addressed to a victim is invalid or changes nothing; the valid ones go to invalid device ids.
     static func messages(victims: [String]) -> [(topic: String, payload: [UInt8], reason: String)] {
         var messages: [(topic: String, payload: [UInt8], reason: String)] = []
         let validReport = Array(#"{"time":1764450000000,"data":{"switch_1":false}}"#.utf8)
@@ -77,8 +77,11 @@ enum HostileCorpus {
         malformed("properties", [0xEF, 0xBB, 0xBF] + Array(#"{"data":{"label":"bom"}}"#.utf8))
         malformed("properties", Array(#"{"data":{"label":"nul"#.utf8) + [0x00] + Array(#""}}"#.utf8))
         malformed("properties", Array(#"{"data":{"label":"tab"#.utf8) + [0x09] + Array(#""}}"#.utf8))
+        // An empty payload is how MQTT clears a retained message (a removed device's status or info): taken as
+        // such, it changes nothing and counts as unchanged.
+        messages.append(("things/\(victims[0])/thing/status", [], "unchanged"))
         for text in [
-            "", " \n\t", "null", "true", "0", "\"string\"", "[]", #"[{"data":{"switch_1":true}}]"#, "{", "}",
+            " \n\t", "null", "true", "0", "\"string\"", "[]", #"[{"data":{"switch_1":true}}]"#, "{", "}",
             #"{"data":{"switch_1":true}"#, #"{"data":{"switch_1":true}}}"#, #"{"data":{"switch_1":true}} {}"#,
             #"{"data":{"switch_1":NaN}}"#, #"{"data":{"switch_1":Infinity}}"#, #"{"data":{"switch_1":true,}}"#,
             #"{"data":{"switch_1":true} /* comment */}"#, #"{'data':{'switch_1':true}}"#, #"{data:{"switch_1":true}}"#,
@@ -186,6 +189,7 @@ enum HostileCorpus {
             #"{"msgId":"a3","time":1764450000900,"code":0,"data":[{"ssid":"OS_BASE_2G","rssi":-45,"sec":5},{"ssid":"We","rssi":-52,"sec":5}]}"#,
         ],
         "gateway/transfer/start_response": [#"{"msgId":"a4","time":1764450000012,"code":1006,"message":"busy"}"#],
+        "unbind": [#"{"time":1764450000000}"#],
     ]
 
     static let hostileNumbers = [

@@ -14,7 +14,7 @@ struct FuzzFindingsTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = try CacheStore(path: directory + "/cache.sqlite")
         let arrival: Millis = 1_764_450_000_000
-        let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus]
+        let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus, .unbind]
             + RequestKind.allCases.map { .response($0) }
         for kind in kinds {
             let bytes = Array(input.utf8)

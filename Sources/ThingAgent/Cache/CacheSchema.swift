@@ -42,6 +42,37 @@ enum CacheSchema {
                 value INTEGER NOT NULL
             ) WITHOUT ROWID;
             """),
+        // Local data that devices never report: kept apart from `devices` so that info reports cannot overwrite
+        // it. No foreign keys to `devices`: the daemon writes `devices` in batches, a CLI edit may come first.
+        Migration(version: 3, name: "local metadata, groups, backup networks", sql: """
+            CREATE TABLE device_meta (
+                dev_id          TEXT PRIMARY KEY NOT NULL,
+                name            TEXT,
+                room            TEXT,
+                icon            TEXT,
+                offline_warning INTEGER NOT NULL DEFAULT 1,
+                updated_at      INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE device_groups (
+                group_id   INTEGER PRIMARY KEY,
+                name       TEXT NOT NULL UNIQUE,
+                created_at INTEGER NOT NULL
+            );
+            CREATE TABLE group_members (
+                group_id INTEGER NOT NULL REFERENCES device_groups(group_id) ON DELETE CASCADE,
+                dev_id   TEXT NOT NULL,
+                PRIMARY KEY (group_id, dev_id)
+            ) WITHOUT ROWID;
+            CREATE INDEX group_members_by_device ON group_members(dev_id);
+            CREATE TABLE backup_networks (
+                dev_id   TEXT NOT NULL,
+                ssid     TEXT NOT NULL,
+                password TEXT,
+                priority INTEGER NOT NULL DEFAULT 0,
+                added_at INTEGER NOT NULL,
+                PRIMARY KEY (dev_id, ssid)
+            ) WITHOUT ROWID;
+            """),
     ]
 
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.

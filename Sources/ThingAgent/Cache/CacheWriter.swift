@@ -23,6 +23,8 @@ final class CacheWriter: Sendable {
         var row = false
         var properties: Set<String> = []
         var transfer = false
+        /// The device was removed: the flush deletes its rows first (then writes it again if it came back since).
+        var removed = false
 
         mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
             for change in changes.properties { properties.insert(change.code) }
@@ -36,6 +38,7 @@ final class CacheWriter: Sendable {
             row = row || other.row
             properties.formUnion(other.properties)
             transfer = transfer || other.transfer
+            removed = removed || other.removed
         }
     }
 
@@ -112,6 +115,23 @@ final class CacheWriter: Sendable {
         return outcome
     }
 
+    /// Removes a device from memory (journaled first, like any change); the next flush deletes its rows.
+    /// Returns false when the device was not known. `raw` is the unbind message that asked for it, when any.
+    @discardableResult
+    func remove(_ deviceId: String, now: Millis, raw: (topic: String, payload: [UInt8])? = nil) throws -> Bool {
+        let (removed, wake) = try ingest.withLock { state throws -> (Bool, Bool) in
+            if let raw, let journal = state.journal {
+                try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
+            }
+            guard cache.remove(deviceId) else { return (false, false) }
+            let wasClean = state.dirty.isEmpty
+            state.dirty[deviceId] = Dirty(removed: true)
+            return (true, wasClean)
+        }
+        if wake { dirtySignal.signal() }
+        return removed
+    }
+
     /// Moves the faulty gateway's sub-devices to `gateway` in memory and marks them dirty (see
     /// `DeviceSnapshot.relink` for the rule). Runs under the ingest lock, within the finish report's change.
     private func relinkInPlace(of faulty: String, to gateway: String, reportedAt time: Millis, now: Millis,
@@ -186,6 +206,9 @@ final class CacheWriter: Sendable {
         try store.withLock { store in
             guard let store else { return }
             try store.database.transaction(.immediate) {
+                for (id, marks) in dirty where marks.removed {
+                    _ = try LocalStore.deleteDevice(id, in: store.database)
+                }
                 for device in devices {
                     let marks = dirty[device.id] ?? Dirty()
                     try store.write(device, row: marks.row, properties: marks.properties, transfer: marks.transfer)

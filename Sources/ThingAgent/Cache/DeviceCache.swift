@@ -50,6 +50,11 @@ public final class DeviceCache: Sendable {
         devices.withLock { devices in ids.compactMap { devices[$0] } }
     }
 
+    /// Forgets a device; false when it was not known.
+    func remove(_ id: String) -> Bool {
+        devices.withLock { $0.removeValue(forKey: id) != nil }
+    }
+
     func store(_ snapshot: DeviceSnapshot) {
         devices.withLock { $0[snapshot.id] = snapshot }
     }

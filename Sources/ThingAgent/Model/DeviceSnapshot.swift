@@ -141,7 +141,7 @@ extension DeviceSnapshot {
             }
             transfer = next
             changes.transfer = next
-        case .response:
+        case .response, .unbind:
             break
         }
         if !changes.isEmpty { updatedAt = now }

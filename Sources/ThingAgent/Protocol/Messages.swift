@@ -30,6 +30,7 @@ enum InboundMessage: Sendable, Equatable {
     case info(JSONObject, time: Millis)
     case transferStatus(TransferStatusReport)
     case response(Response)
+    case unbind(time: Millis)
 
     static func == (lhs: InboundMessage, rhs: InboundMessage) -> Bool {
         switch (lhs, rhs) {
@@ -40,6 +41,7 @@ enum InboundMessage: Sendable, Equatable {
         case let (.info(a, t), .info(b, u)): return a == b && t == u
         case let (.transferStatus(a), .transferStatus(b)): return a == b
         case let (.response(a), .response(b)): return a == b
+        case let (.unbind(a), .unbind(b)): return a == b
         default: return false
         }
     }

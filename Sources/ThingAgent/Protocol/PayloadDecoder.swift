@@ -32,6 +32,7 @@ struct PayloadDecoder: Sendable {
             return .info(data, time: time)
         case .transferStatus: return try decodeTransferStatus(object, time: time)
         case .response: return try decodeResponse(object, time: time)
+        case .unbind: return .unbind(time: time)
         }
     }
 

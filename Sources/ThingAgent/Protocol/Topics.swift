@@ -14,6 +14,8 @@ public enum InboundKind: Sendable, Equatable {
     case info
     case transferStatus
     case response(RequestKind)
+    /// `R/D/thing/unbind`: the device was removed (by this agent, the CLI or another client); forget it.
+    case unbind
 }
 
 /// Builds and parses the topic tree `R/D/thing/...` under one root.
@@ -34,6 +36,7 @@ public struct Topics: Sendable, Equatable {
             ("\(root)/+/thing/signal", 0),
             ("\(root)/+/thing/info", 1),
             ("\(root)/+/thing/gateway/transfer/status", 1),
+            ("\(root)/+/thing/unbind", 1),
         ] + RequestKind.allCases.map { ("\(root)/+/thing/\($0.rawValue)_response", 1) }
     }
 
@@ -42,6 +45,8 @@ public struct Topics: Sendable, Equatable {
     public func signal(_ device: String) -> String { "\(root)/\(device)/thing/signal" }
     public func info(_ device: String) -> String { "\(root)/\(device)/thing/info" }
     public func transferStatus(_ device: String) -> String { "\(root)/\(device)/thing/gateway/transfer/status" }
+    /// The unbind request published when a device is removed (README, "Removing a device").
+    public func unbind(_ device: String) -> String { "\(root)/\(device)/thing/unbind" }
     public func request(_ kind: RequestKind, device: String) -> String { "\(root)/\(device)/thing/\(kind.rawValue)" }
     public func response(_ kind: RequestKind, device: String) -> String { "\(root)/\(device)/thing/\(kind.rawValue)_response" }
 
@@ -79,6 +84,7 @@ public struct Topics: Sendable, Equatable {
         var table: [(String, InboundKind)] = [
             ("thing/properties", .properties), ("thing/status", .status), ("thing/signal", .signal),
             ("thing/info", .info), ("thing/gateway/transfer/status", .transferStatus),
+            ("thing/unbind", .unbind),
         ]
         table += RequestKind.allCases.map { ("thing/\($0.rawValue)_response", .response($0)) }
         return table.map { (Array($0.0.utf8), $0.1) }

@@ -33,6 +33,14 @@ public final class Agent: Sendable {
     let transferWatch: TransferWatch
     let flusher: CacheFlusher
     let client: MQTTClient
+    /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
+    public let local: LocalStore?
+    /// The API's request queue; nil unless the daemon serves the API.
+    let apiQueue: APIQueue?
+    /// Events published and API requests served.
+    public let integration: IntegrationCounters
+    /// The device-detail layout (`detailConfig`, or the built-in one).
+    public let detailConfig: DetailConfig
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
@@ -41,6 +49,7 @@ public final class Agent: Sendable {
         self.logger = logger
         models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         topics = configuration.topics
+        detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
         events = EventHub()
         let store: CacheStore?
         if role == .observer {
@@ -54,15 +63,32 @@ public final class Agent: Sendable {
         }
         // Only the service journals: it is the one process that acknowledges reports to the broker. Not
         // "-journal": that name is SQLite's own rollback journal, which SQLite would try to roll back.
+        if role == .observer {
+            local = FileManager.default.fileExists(atPath: configuration.database)
+                ? try? LocalStore(path: configuration.database, readOnly: true) : nil
+        } else {
+            local = try LocalStore(path: configuration.database)
+        }
         let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
         writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester)
         tracker = RequestTracker(limit: configuration.maxInFlight)
-        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events)
+        let local = local
+        let integration = IntegrationCounters()
+        self.integration = integration
+        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events) { device in
+            local?.offlineWarningEnabled(device) ?? true
+        }
         transferWatch = TransferWatch(stallTimeout: .seconds(configuration.transferStallTimeout), writer: writer,
                                       topics: topics, watchesAll: role == .service, logger: logger)
+        let apiQueue = role == .service && configuration.serveAPI
+            ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
+        self.apiQueue = apiQueue
+        var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
+        if let apiQueue { elsewhere = { message in apiQueue.accept(message) } }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
                                 offline: role == .service ? offlineWatch : nil,
-                                transfers: role == .observer ? nil : transferWatch, logger: logger)
+                                transfers: role == .observer ? nil : transferWatch, logger: logger,
+                                elsewhere: elsewhere)
         self.ingestor = ingestor
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
         let since = Timestamp.now()
@@ -113,7 +139,7 @@ public final class Agent: Sendable {
         case .service, .observer: topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
         case .requester: RequestKind.allCases.map { ("\(topics.root)/+/thing/\($0.rawValue)_response", .atLeastOnce) }
         }
-        try await client.subscribe(filters)
+        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []))
         if role == .service {
             try await client.publish(configuration.announceTopic, payload: Self.announcement(online: true),
                                      qos: .atLeastOnce, retain: true)
@@ -126,6 +152,10 @@ public final class Agent: Sendable {
     /// waiting for the broker). The service waits for a broker that is not up yet (retrying with backoff); refused
     /// credentials or a TLS set-up that cannot work end `run()` with the error at once.
     public func run() async throws {
+        // Registered before connecting, so the feed starts with the first message (and counts as a listener
+        // from then on).
+        let events = role == .service && configuration.publishEvents
+            ? self.events.events(kinds: .all, queueLimit: configuration.eventQueueLimit) : nil
         do {
             try await startWhenBrokerIsUp()
         } catch {
@@ -134,7 +164,17 @@ public final class Agent: Sendable {
             if Task.isCancelled { return }
             throw error
         }
-        await runTimers()
+        // The timers, the event feed and the API, until cancelled.
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.runTimers() }
+            if let events {
+                group.addTask {
+                    await EventPublisher.run(events, client: self.client, prefix: self.configuration.eventsTopic,
+                                             counters: self.integration)
+                }
+            }
+            if let apiQueue { group.addTask { await self.serveAPI(apiQueue) } }
+        }
         await stop()
     }
 
@@ -213,6 +253,7 @@ public final class Agent: Sendable {
                 logger.warning("could not checkpoint the cache file", metadata: ["error": "\(error)"])
             }
         }
+        apiQueue?.finish()
         tracker.cancelAll()
         events.finishAll()
         // A short-lived CLI client stopping is not news on every command's stderr.

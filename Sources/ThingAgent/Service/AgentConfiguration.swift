@@ -40,6 +40,16 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var modelsDirectory: String?
     /// The scenes file (`thing-agent scene`).
     public var scenesFile: String?
+    /// Publish every listener event as JSON on `<eventsTopic>/<D>/<kind>` (the daemon only).
+    public var publishEvents = true
+    public var eventsTopic = "thing-agent/events"
+    /// Events waiting to be published; beyond it they are dropped and counted.
+    public var eventQueueLimit = 4096
+    /// Answer the request/response API on `thing-agent/api/<clientId>/request/<method>` (the daemon only).
+    public var serveAPI = true
+    /// The device-detail config (`thing-agent detail`, the API's `detail`), in the SDKs' deviceDetailConfig.json
+    /// format; nil uses the built-in default layout.
+    public var detailConfig: String?
     public var logLevel = "info"
     /// "text" or "json".
     public var logFormat = "text"
@@ -99,6 +109,19 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setNumber(&c.reconnectMaxDelay, v) }),
         ("modelsDirectory", "THING_AGENT_MODELS", { c, v in setOptional(&c.modelsDirectory, v) }),
         ("scenesFile", "THING_AGENT_SCENES", { c, v in setOptional(&c.scenesFile, v) }),
+        ("publishEvents", "THING_AGENT_PUBLISH_EVENTS", { c, v in setBool(&c.publishEvents, v) }),
+        ("eventsTopic", "THING_AGENT_EVENTS_TOPIC", { c, v in
+            guard let s = v.stringValue, !s.isEmpty, !s.contains("+"), !s.contains("#") else { return false }
+            c.eventsTopic = s
+            return true
+        }),
+        ("eventQueueLimit", "THING_AGENT_EVENT_QUEUE", { c, v in
+            guard let n = v.int64Value, n > 0 else { return false }
+            c.eventQueueLimit = Int(n)
+            return true
+        }),
+        ("serveAPI", "THING_AGENT_SERVE_API", { c, v in setBool(&c.serveAPI, v) }),
+        ("detailConfig", "THING_AGENT_DETAIL_CONFIG", { c, v in setOptional(&c.detailConfig, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
             guard let s = v.stringValue, Logger.Level(name: s) != nil else { return false }
             c.logLevel = s

@@ -13,9 +13,13 @@ final class Ingestor: Sendable {
     private let decoder = PayloadDecoder()
     private let offline: OfflineWatch?
     private let transfers: TransferWatch?
+    /// Takes messages on topics outside the device tree (the agent's API requests); true when taken.
+    /// Consulted only after a topic failed to parse as a device topic, so device messages never pay for it.
+    private let elsewhere: (@Sendable (MQTTMessage) -> Bool)?
 
     init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
-         transfers: TransferWatch?, logger: Logger) {
+         transfers: TransferWatch?, logger: Logger, elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
+        self.elsewhere = elsewhere
         self.topics = topics
         self.writer = writer
         self.tracker = tracker
@@ -26,7 +30,8 @@ final class Ingestor: Sendable {
 
     func handle(_ message: MQTTMessage) {
         counters.countReceived()
-        process(topic: message.topic, payload: message.payload, arrival: Timestamp.now(), journal: true)
+        process(topic: message.topic, payload: message.payload, arrival: Timestamp.now(), journal: true,
+                message: message)
     }
 
     /// Re-applies a journaled message at start-up (not journaled again, not counted as received).
@@ -34,15 +39,25 @@ final class Ingestor: Sendable {
         process(topic: record.topic, payload: record.payload, arrival: record.arrival, journal: false)
     }
 
-    private func process(topic: String, payload: [UInt8], arrival now: Millis, journal: Bool) {
+    private func process(topic: String, payload: [UInt8], arrival now: Millis, journal: Bool,
+                         message original: MQTTMessage? = nil) {
         let message = (topic: topic, payload: payload)
         let device: String
         let kind: InboundKind
         do {
             (device, kind) = try topics.parse(message.topic)
         } catch {
+            if error == .notAThingTopic, let original, let elsewhere, elsewhere(original) {
+                counters.countUnchanged()
+                return
+            }
             drop(error == .invalidDeviceID ? .invalidDeviceID : .unknownTopic, message.topic,
                  error == .invalidDeviceID ? "invalid device id" : "not a thing topic", now: now)
+            return
+        }
+        // An empty payload clears a retained message (a removed device's status and info): nothing to apply.
+        if message.payload.isEmpty {
+            counters.countUnchanged()
             return
         }
         guard message.payload.count <= PayloadDecoder.maxPayloadBytes else {
@@ -99,6 +114,21 @@ final class Ingestor: Sendable {
 
     private func apply(_ message: InboundMessage, to device: String, topic: String, now: Millis,
                        raw: (topic: String, payload: [UInt8])?) {
+        if case .unbind = message {
+            do {
+                if try writer.remove(device, now: now, raw: raw) {
+                    counters.countApplied()
+                    offline?.forget(device)
+                    logger.info("device removed", metadata: ["device": device])
+                } else {
+                    counters.countUnchanged()
+                }
+            } catch {
+                counters.countDrop(.storeFailed)
+                logger.error("could not remove a device", metadata: ["device": device, "error": "\(error)"])
+            }
+            return
+        }
         do {
             switch try writer.apply(message, to: device, now: now, raw: raw) {
             case .changed(let changes):

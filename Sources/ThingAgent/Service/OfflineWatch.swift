@@ -8,9 +8,18 @@ final class OfflineWatch: Sendable {
     /// Devices that went offline and have not been warned about yet, with the agent time they went offline.
     private let pending = Mutex<[String: Millis]>([:])
 
-    init(grace: Duration, hub: EventHub) {
+    /// Asked (off the receive path, when a warning is due) whether the device's offline-warning switch is on.
+    private let isEnabled: @Sendable (String) -> Bool
+
+    init(grace: Duration, hub: EventHub, isEnabled: @escaping @Sendable (String) -> Bool = { _ in true }) {
         self.grace = grace
         self.hub = hub
+        self.isEnabled = isEnabled
+    }
+
+    /// A removed device is not warned about.
+    func forget(_ device: String) {
+        pending.withLock { _ = $0.removeValue(forKey: device) }
     }
 
     func statusChanged(_ device: String, online: Bool, now: Millis) {
@@ -29,7 +38,7 @@ final class OfflineWatch: Sendable {
                 for id in due.keys { pending[id] = nil }
                 return due.map { ($0.key, $0.value) }
             }
-            for (device, since) in due.sorted(by: { $0.1 < $1.1 }) {
+            for (device, since) in due.sorted(by: { $0.1 < $1.1 }) where isEnabled(device) {
                 hub.publish([.offlineWarning(deviceId: device, offlineSince: since)])
             }
         }

@@ -22,12 +22,14 @@ enum DevicesCommand: Command {
         if arguments.has("offline") { devices = devices.filter { $0.online == false } }
         if let gateway = arguments.value("gateway") { devices = devices.filter { $0.info.gatewayId == gateway } }
         let now = Timestamp.current
+        // Local names, rooms, icons (none in a cache file from before schema 3).
+        let metadata = (try? LocalStore(path: configuration.database, readOnly: true).allMetadata()) ?? [:]
         if arguments.has("json") {
-            Format.printJSON(.array(devices.map { .object($0.json(now: now)) }))
+            Format.printJSON(.array(devices.map { .object($0.json(now: now, metadata: metadata[$0.id])) }))
             return .success
         }
         let rows = devices.map { device -> [String] in
-            [device.id, device.info.name ?? "", device.info.category?.rawValue ?? "",
+            [device.id, device.displayName(metadata[device.id]) ?? "", device.info.category?.rawValue ?? "",
              device.online.map { $0 ? "online" : "offline" } ?? "unknown",
              device.wifiSignal.map { "\($0.dBm) dBm" } ?? "",
              String(device.properties.count), Format.age(device.updatedAt, now: now)]

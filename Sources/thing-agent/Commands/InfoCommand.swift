@@ -46,16 +46,22 @@ enum InfoCommand: Command {
             snapshot = cached
         }
         let now = Timestamp.current
+        // Local metadata (a cache file from before schema 3 has none; the daemon upgrades it).
+        let metadata = try? LocalStore(path: configuration.database, readOnly: true).metadata(device)
         if arguments.has("json") {
-            Format.printJSON(.object(snapshot.json(now: now)))
+            Format.printJSON(.object(snapshot.json(now: now, metadata: metadata)))
         } else {
-            print(text(snapshot, now: now))
+            print(text(snapshot, now: now, metadata: metadata))
         }
         return .success
     }
 
-    static func text(_ device: DeviceSnapshot, now: Millis) -> String {
-        var lines = ["Device \(device.id)" + (device.info.name.map { "  \"\($0)\"" } ?? "")]
+    static func text(_ device: DeviceSnapshot, now: Millis, metadata: DeviceMetadata? = nil) -> String {
+        var lines = ["Device \(device.id)" + (device.displayName(metadata).map { "  \"\($0)\"" } ?? "")]
+        if let metadata, metadata.name != nil || metadata.room != nil || metadata.icon != nil || !metadata.offlineWarning {
+            lines.append("  local            room \(metadata.room ?? "-"), icon \(metadata.icon ?? "-"), "
+                + "offline warning \(metadata.offlineWarning ? "on" : "off")")
+        }
         let status = device.online.map { $0 ? "online" : "offline" } ?? "unknown"
         let since = device.statusChangedAt.map { " since \(Format.date($0)) (\(Format.age($0, now: now)))" } ?? ""
         lines.append("  status           \(status)\(since)")

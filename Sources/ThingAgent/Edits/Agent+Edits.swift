@@ -1,0 +1,85 @@
+import JSON
+import MQTT
+
+extension DeviceMetadata {
+    public var json: JSONObject {
+        JSONObject([
+            ("name", name.map(JSONValue.string) ?? .null), ("room", room.map(JSONValue.string) ?? .null),
+            ("icon", icon.map(JSONValue.string) ?? .null), ("offlineWarning", .bool(offlineWarning)),
+            ("metaUpdatedAt", updatedAt.map(JSONValue.integer) ?? .null),
+        ])
+    }
+}
+
+extension DeviceSnapshot {
+    /// `json(now:)` with the local metadata: `name` is the local name when one is set (the reported one is kept
+    /// as `reportedName`), then `room`, `icon` and `offlineWarning`.
+    public func json(now: Millis, metadata: DeviceMetadata?) -> JSONObject {
+        var object = json(now: now)
+        let meta = metadata ?? DeviceMetadata()
+        if let name = meta.name { object["name"] = .string(name) }
+        object["reportedName"] = info.name.map(JSONValue.string) ?? .null
+        object["room"] = meta.room.map(JSONValue.string) ?? .null
+        object["icon"] = meta.icon.map(JSONValue.string) ?? .null
+        object["offlineWarning"] = .bool(meta.offlineWarning)
+        return object
+    }
+
+    /// The name to show: the local one, else the reported one.
+    public func displayName(_ metadata: DeviceMetadata?) -> String? {
+        metadata?.name ?? info.name
+    }
+}
+
+extension Agent {
+    /// The local store, or an error saying why there is none (a `watch` agent without a cache file).
+    func requireLocal() throws -> LocalStore {
+        guard let local else { throw EditError.invalid("this agent has no cache file to keep edits in") }
+        return local
+    }
+
+    /// The device's local metadata (read from SQLite: an edit by another process shows at once).
+    public func metadata(_ deviceId: String) throws -> DeviceMetadata {
+        try requireLocal().metadata(deviceId)
+    }
+
+    /// Renames, moves (room), re-icons a device or switches its offline warning. Only known devices.
+    @discardableResult
+    public func edit(_ deviceId: String, _ edit: DeviceEdit) throws -> DeviceMetadata {
+        guard cache.device(deviceId) != nil else { throw EditError.unknownDevice(deviceId) }
+        return try requireLocal().edit(deviceId, edit)
+    }
+
+    @discardableResult
+    public func rename(_ deviceId: String, to name: String) throws -> DeviceMetadata {
+        try edit(deviceId, DeviceEdit(name: name))
+    }
+
+    /// Removes a device: clears its retained status and info on the broker, publishes the unbind request
+    /// (`R/D/thing/unbind`, `{"msgId","time"}`, QoS 1), and drops it from the cache (memory and SQLite, with its
+    /// local metadata, group memberships and backup networks). A daemon on the same broker hears the unbind and
+    /// drops it from its memory too. A later message from the device makes it known again.
+    ///
+    /// Needs the broker (throws `RequestError.notSent` without it, and removes nothing).
+    public func removeDevice(_ deviceId: String) async throws {
+        guard DeviceID.isValid(deviceId) else { throw EditError.invalid("'\(deviceId)' is not a device id") }
+        guard cache.device(deviceId) != nil else { throw EditError.unknownDevice(deviceId) }
+        guard client.state == .connected else {
+            throw RequestError.notSent(reason: "not connected to the broker; nothing was removed")
+        }
+        do throws(MQTTError) {
+            for topic in [topics.status(deviceId), topics.info(deviceId)] {
+                try await client.publish(topic, payload: [], qos: .atLeastOnce, retain: true)
+            }
+            let unbind = JSONObject([("msgId", .string("u\(Timestamp.now())")), ("time", .integer(Timestamp.now()))])
+            try await client.publish(topics.unbind(deviceId), payload: JSONValue.object(unbind).serializedBytes(),
+                                     qos: .atLeastOnce)
+        } catch {
+            throw RequestError.notSent(reason: "\(error)")
+        }
+        try writer.remove(deviceId, now: Timestamp.now())
+        offlineWatch.forget(deviceId)
+        // At once rather than at the flusher's next batch: the CLI exits right after.
+        try writer.flush()
+    }
+}

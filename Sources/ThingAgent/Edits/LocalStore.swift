@@ -1,0 +1,337 @@
+import Foundation
+import SQLite
+import Synchronization
+
+/// What the user set for a device locally (never reported by the device, never overwritten by its reports).
+public struct DeviceMetadata: Sendable, Equatable {
+    /// The local name; nil shows the name the device reports.
+    public var name: String?
+    public var room: String?
+    /// An icon URL.
+    public var icon: String?
+    /// Whether the offline watch warns about this device (on unless switched off).
+    public var offlineWarning: Bool
+    /// Agent time of the last edit; nil when the device was never edited.
+    public var updatedAt: Millis?
+
+    public init(name: String? = nil, room: String? = nil, icon: String? = nil, offlineWarning: Bool = true,
+                updatedAt: Millis? = nil) {
+        self.name = name
+        self.room = room
+        self.icon = icon
+        self.offlineWarning = offlineWarning
+        self.updatedAt = updatedAt
+    }
+}
+
+/// An edit: nil leaves a field as it is; an empty string clears it (the reported name shows again).
+public struct DeviceEdit: Sendable, Equatable {
+    public var name: String?
+    public var room: String?
+    public var icon: String?
+    public var offlineWarning: Bool?
+
+    public init(name: String? = nil, room: String? = nil, icon: String? = nil, offlineWarning: Bool? = nil) {
+        self.name = name
+        self.room = room
+        self.icon = icon
+        self.offlineWarning = offlineWarning
+    }
+
+    public var isEmpty: Bool { name == nil && room == nil && icon == nil && offlineWarning == nil }
+}
+
+/// A named group of devices.
+public struct DeviceGroup: Sendable, Equatable {
+    public var name: String
+    public var devices: [String]
+    public var createdAt: Millis
+}
+
+/// A Wi-Fi network kept for a device to fall back on.
+public struct BackupNetwork: Sendable, Equatable {
+    public var ssid: String
+    public var password: String?
+    /// Higher first.
+    public var priority: Int
+    public var addedAt: Millis
+
+    public init(ssid: String, password: String? = nil, priority: Int = 0, addedAt: Millis = 0) {
+        self.ssid = ssid
+        self.password = password
+        self.priority = priority
+        self.addedAt = addedAt
+    }
+}
+
+public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
+    case unknownDevice(String)
+    case unknownGroup(String)
+    case groupExists(String)
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .unknownDevice(let id): "unknown device '\(id)': it is not in the cache"
+        case .unknownGroup(let name): "no group named '\(name)'"
+        case .groupExists(let name): "a group named '\(name)' already exists"
+        case .invalid(let why): why
+        }
+    }
+}
+
+/// Local metadata, groups and backup networks, in the cache file's own tables (schema version 3).
+///
+/// Not cached in memory: every read goes to SQLite, so the daemon sees an edit made by the CLI (another process
+/// writing the same file; WAL and the busy timeout let both work) at its next read, with nothing to invalidate.
+/// Reads are rare (an API request, a detail page, an offline warning), never on the receive path.
+public final class LocalStore: Sendable {
+    private let database: Mutex<Database>
+    public let path: String
+
+    /// Opens its own connection to the cache file. `readOnly` for readers that must not migrate (the CLI's `info`).
+    public init(path: String, readOnly: Bool = false) throws {
+        var options = Database.Options()
+        options.readOnly = readOnly
+        let database = try Database(path: path, options: options)
+        if !readOnly { _ = try Migrator(CacheSchema.migrations).migrate(database) }
+        self.database = Mutex(database)
+        self.path = path
+    }
+
+    private func withDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
+        try database.withLock { database throws -> T in try body(database) }
+    }
+
+    // MARK: metadata
+
+    /// The device's local metadata; defaults (no local name, offline warning on) when never edited.
+    public func metadata(_ id: String) throws -> DeviceMetadata {
+        try withDatabase { db in
+            guard let row = try db.query(
+                "SELECT name, room, icon, offline_warning, updated_at FROM device_meta WHERE dev_id = ?", [.text(id)]
+            ).first else { return DeviceMetadata() }
+            return DeviceMetadata(name: row.string("name"), room: row.string("room"), icon: row.string("icon"),
+                                  offlineWarning: (row.int("offline_warning") ?? 1) != 0, updatedAt: row.int("updated_at"))
+        }
+    }
+
+    /// Every edited device's metadata (one query for a whole list).
+    public func allMetadata() throws -> [String: DeviceMetadata] {
+        try withDatabase { db in
+            var all: [String: DeviceMetadata] = [:]
+            for row in try db.query("SELECT dev_id, name, room, icon, offline_warning, updated_at FROM device_meta") {
+                guard let id = row.string("dev_id") else { continue }
+                all[id] = DeviceMetadata(name: row.string("name"), room: row.string("room"), icon: row.string("icon"),
+                                         offlineWarning: (row.int("offline_warning") ?? 1) != 0,
+                                         updatedAt: row.int("updated_at"))
+            }
+            return all
+        }
+    }
+
+    /// Whether the offline watch may warn about the device (true when unreadable: a warning too many beats none).
+    public func offlineWarningEnabled(_ id: String) -> Bool {
+        (try? metadata(id).offlineWarning) ?? true
+    }
+
+    /// Applies an edit and returns the metadata as it now is.
+    @discardableResult
+    public func edit(_ id: String, _ edit: DeviceEdit, now: Millis = Timestamp.current) throws -> DeviceMetadata {
+        guard DeviceID.isValid(id) else { throw EditError.invalid("'\(id)' is not a device id") }
+        if let icon = edit.icon, !icon.isEmpty, URL(string: icon)?.scheme == nil {
+            throw EditError.invalid("the icon must be a URL (https://…, file://…)")
+        }
+        return try withDatabase { db in
+            try db.transaction(.immediate) {
+                var meta = try db.query(
+                    "SELECT name, room, icon, offline_warning FROM device_meta WHERE dev_id = ?", [.text(id)]
+                ).first.map { row in
+                    DeviceMetadata(name: row.string("name"), room: row.string("room"), icon: row.string("icon"),
+                                   offlineWarning: (row.int("offline_warning") ?? 1) != 0)
+                } ?? DeviceMetadata()
+                func apply(_ value: String?, to field: inout String?) {
+                    guard let value else { return }
+                    field = value.isEmpty ? nil : value
+                }
+                apply(edit.name, to: &meta.name)
+                apply(edit.room, to: &meta.room)
+                apply(edit.icon, to: &meta.icon)
+                if let warning = edit.offlineWarning { meta.offlineWarning = warning }
+                meta.updatedAt = now
+                try db.run("""
+                    INSERT INTO device_meta (dev_id, name, room, icon, offline_warning, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(dev_id) DO UPDATE SET name = excluded.name, room = excluded.room, icon = excluded.icon,
+                    offline_warning = excluded.offline_warning, updated_at = excluded.updated_at
+                    """, [.text(id), Self.text(meta.name), Self.text(meta.room), Self.text(meta.icon),
+                          .integer(meta.offlineWarning ? 1 : 0), .integer(now)])
+                return meta
+            }
+        }
+    }
+
+    // MARK: groups
+
+    /// Every group with its members, by name.
+    public func groups() throws -> [DeviceGroup] {
+        try withDatabase { db in try Self.groups(db, where: nil, []) }
+    }
+
+    /// The groups the device belongs to.
+    public func groups(containing id: String) throws -> [DeviceGroup] {
+        try withDatabase { db in
+            try Self.groups(db, where: "g.group_id IN (SELECT group_id FROM group_members WHERE dev_id = ?)", [.text(id)])
+        }
+    }
+
+    public func group(named name: String) throws -> DeviceGroup? {
+        try withDatabase { db in try Self.groups(db, where: "g.name = ?", [.text(name)]).first }
+    }
+
+    private static func groups(_ db: Database, where condition: String?, _ bindings: [SQLiteValue]) throws -> [DeviceGroup] {
+        let rows = try db.query("""
+            SELECT g.name AS name, g.created_at AS created_at, m.dev_id AS dev_id
+            FROM device_groups g LEFT JOIN group_members m ON m.group_id = g.group_id
+            \(condition.map { "WHERE \($0)" } ?? "") ORDER BY g.name, m.dev_id
+            """, bindings)
+        var groups: [DeviceGroup] = []
+        for row in rows {
+            let name = row.string("name") ?? ""
+            if groups.last?.name != name {
+                groups.append(DeviceGroup(name: name, devices: [], createdAt: row.int("created_at") ?? 0))
+            }
+            if let device = row.string("dev_id") { groups[groups.count - 1].devices.append(device) }
+        }
+        return groups
+    }
+
+    /// Creates a group (a name not yet taken) with the given members.
+    @discardableResult
+    public func createGroup(_ name: String, devices: [String] = [], now: Millis = Timestamp.current) throws -> DeviceGroup {
+        guard !name.isEmpty, name.count <= 64 else { throw EditError.invalid("a group name has 1 to 64 characters") }
+        try validate(devices)
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                if try db.scalar("SELECT 1 FROM device_groups WHERE name = ?", [.text(name)]) != nil {
+                    throw EditError.groupExists(name)
+                }
+                try db.run("INSERT INTO device_groups (name, created_at) VALUES (?, ?)", [.text(name), .integer(now)])
+                let id = db.lastInsertRowID
+                for device in devices {
+                    try db.run("INSERT OR IGNORE INTO group_members (group_id, dev_id) VALUES (?, ?)",
+                               [.integer(id), .text(device)])
+                }
+            }
+        }
+        return try group(named: name) ?? DeviceGroup(name: name, devices: devices, createdAt: now)
+    }
+
+    /// Deletes a group; false when there was none of that name.
+    @discardableResult
+    public func deleteGroup(_ name: String) throws -> Bool {
+        try withDatabase { db in
+            try db.run("DELETE FROM device_groups WHERE name = ?", [.text(name)])
+            return db.changes > 0
+        }
+    }
+
+    /// Adds devices to a group (already members stay).
+    public func addToGroup(_ name: String, devices: [String]) throws {
+        try validate(devices)
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                guard case .integer(let id)? = try db.scalar(
+                    "SELECT group_id FROM device_groups WHERE name = ?", [.text(name)]) else { throw EditError.unknownGroup(name) }
+                for device in devices {
+                    try db.run("INSERT OR IGNORE INTO group_members (group_id, dev_id) VALUES (?, ?)",
+                               [.integer(id), .text(device)])
+                }
+            }
+        }
+    }
+
+    /// Removes devices from a group.
+    public func removeFromGroup(_ name: String, devices: [String]) throws {
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                guard case .integer(let id)? = try db.scalar(
+                    "SELECT group_id FROM device_groups WHERE name = ?", [.text(name)]) else { throw EditError.unknownGroup(name) }
+                for device in devices {
+                    try db.run("DELETE FROM group_members WHERE group_id = ? AND dev_id = ?", [.integer(id), .text(device)])
+                }
+            }
+        }
+    }
+
+    // MARK: backup networks
+
+    /// The device's backup Wi-Fi networks, highest priority first.
+    public func backupNetworks(_ id: String) throws -> [BackupNetwork] {
+        try withDatabase { db in
+            try db.query("""
+                SELECT ssid, password, priority, added_at FROM backup_networks WHERE dev_id = ?
+                ORDER BY priority DESC, added_at, ssid
+                """, [.text(id)]).map { row in
+                BackupNetwork(ssid: row.string("ssid") ?? "", password: row.string("password"),
+                              priority: Int(row.int("priority") ?? 0), addedAt: row.int("added_at") ?? 0)
+            }
+        }
+    }
+
+    /// Adds a backup network, or replaces the one with the same SSID.
+    public func addBackupNetwork(_ id: String, _ network: BackupNetwork, now: Millis = Timestamp.current) throws {
+        guard DeviceID.isValid(id) else { throw EditError.invalid("'\(id)' is not a device id") }
+        guard !network.ssid.isEmpty, network.ssid.utf8.count <= 32 else {
+            throw EditError.invalid("an SSID has 1 to 32 bytes")
+        }
+        if let password = network.password, !(password.isEmpty || (8...63).contains(password.utf8.count)) {
+            throw EditError.invalid("a WPA password has 8 to 63 characters")
+        }
+        try withDatabase { db in
+            try db.run("""
+                INSERT INTO backup_networks (dev_id, ssid, password, priority, added_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(dev_id, ssid) DO UPDATE SET password = excluded.password, priority = excluded.priority
+                """, [.text(id), .text(network.ssid), Self.text(network.password), .integer(Int64(network.priority)),
+                      .integer(network.addedAt == 0 ? now : network.addedAt)])
+        }
+    }
+
+    /// Removes a backup network; false when the device had none with that SSID.
+    @discardableResult
+    public func removeBackupNetwork(_ id: String, ssid: String) throws -> Bool {
+        try withDatabase { db in
+            try db.run("DELETE FROM backup_networks WHERE dev_id = ? AND ssid = ?", [.text(id), .text(ssid)])
+            return db.changes > 0
+        }
+    }
+
+    // MARK: removal
+
+    /// Deletes everything kept about a device: its cached row (with properties and transfer), local metadata,
+    /// group memberships and backup networks. Returns whether it had a cached row.
+    @discardableResult
+    public func deleteDevice(_ id: String) throws -> Bool {
+        try withDatabase { db in try Self.deleteDevice(id, in: db) }
+    }
+
+    static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
+        try db.transaction(.immediate) {
+            try db.run("DELETE FROM devices WHERE dev_id = ?", [.text(id)])
+            let existed = db.changes > 0
+            try db.run("DELETE FROM device_meta WHERE dev_id = ?", [.text(id)])
+            try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(id)])
+            try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(id)])
+            return existed
+        }
+    }
+
+    private func validate(_ devices: [String]) throws {
+        if let bad = devices.first(where: { !DeviceID.isValid($0) }) {
+            throw EditError.invalid("'\(bad)' is not a device id")
+        }
+    }
+
+    private static func text(_ value: String?) -> SQLiteValue {
+        value.map(SQLiteValue.text) ?? .null
+    }
+}

@@ -1,0 +1,167 @@
+import JSON
+import MQTT
+
+/// The request/response API over MQTT (README: "The API over MQTT").
+///
+/// Requests arrive on `thing-agent/api/<clientId>/request/<method>` as a JSON object; the answer goes to the MQTT 5
+/// response topic (with the correlation data echoed) or, for MQTT 3.1.1 clients, to the payload's `replyTo`.
+/// The receive path only hands such a message to this queue (and only after the topic failed to parse as a device
+/// topic); one consumer task answers, so reads never touch SQLite's file lock on the network thread.
+final class APIQueue: Sendable {
+    /// `thing-agent/api/<clientId>/request/`
+    let prefix: String
+    let stream: AsyncStream<MQTTMessage>
+    private let continuation: AsyncStream<MQTTMessage>.Continuation
+    let counters: IntegrationCounters
+    static let limit = 1024
+
+    init(clientID: String, counters: IntegrationCounters) {
+        prefix = "thing-agent/api/\(clientID)/request/"
+        (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.limit))
+        self.counters = counters
+    }
+
+    /// The subscription that brings the requests.
+    var filter: String { prefix + "+" }
+
+    /// Called on the receive path for topics outside the device tree: takes API requests, refuses anything else.
+    func accept(_ message: MQTTMessage) -> Bool {
+        guard message.topic.hasPrefix(prefix) else { return false }
+        if case .dropped = continuation.yield(message) {
+            counters.requestsDropped.add(1, ordering: .relaxed)
+        }
+        return true
+    }
+
+    func finish() {
+        continuation.finish()
+    }
+}
+
+/// A request the API cannot answer: `code` is HTTP-like (400 bad request, 404 unknown device or method,
+/// 409 conflict, 503 the agent cannot do it now).
+struct APIError: Error {
+    let code: Int
+    let message: String
+
+    init(_ code: Int, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+}
+
+extension Agent {
+    /// The methods the API answers.
+    public static let apiMethods = ["info", "devices", "set", "edit", "remove", "detail"]
+
+    /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
+    /// devices or the broker, so they run beside the loop (a slow device never holds up an `info`).
+    func serveAPI(_ queue: APIQueue) async {
+        await withDiscardingTaskGroup { group in
+            for await message in queue.stream {
+                let method = String(message.topic.dropFirst(queue.prefix.count))
+                if ["set", "remove", "detail"].contains(method) {
+                    group.addTask { await self.answer(message, method: method, counters: queue.counters) }
+                } else {
+                    await answer(message, method: method, counters: queue.counters)
+                }
+            }
+            group.cancelAll()
+        }
+    }
+
+    private func answer(_ message: MQTTMessage, method: String, counters: IntegrationCounters) async {
+        let request = (try? JSONParser.parse(message.payload))?.objectValue
+        guard let replyTo = message.responseTopic ?? request?["replyTo"]?.stringValue,
+              !replyTo.isEmpty, !replyTo.contains("+"), !replyTo.contains("#") else {
+            counters.requestsDropped.add(1, ordering: .relaxed)
+            logger.notice("dropped an API request with nowhere to answer (no response topic, no replyTo)",
+                          metadata: ["topic": message.topic])
+            return
+        }
+        var reply = JSONObject([("id", request?["id"] ?? .null), ("method", .string(method))])
+        do {
+            guard let request else { throw APIError(400, "the request is not a JSON object") }
+            let data = try await apiResult(method, request)
+            reply["code"] = .integer(0)
+            reply["data"] = data
+            counters.requestsAnswered.add(1, ordering: .relaxed)
+        } catch {
+            let failure = error as? APIError ?? APIError(500, "\(error)")
+            reply["code"] = .integer(Int64(failure.code))
+            reply["message"] = .string(failure.message)
+            counters.requestsRejected.add(1, ordering: .relaxed)
+        }
+        do {
+            try await client.publish(replyTo, payload: JSONValue.object(reply).serializedBytes(), qos: .atLeastOnce,
+                                     correlationData: message.correlationData)
+        } catch {
+            logger.warning("could not send an API answer", metadata: ["topic": replyTo, "error": "\(error)"])
+        }
+    }
+
+    private func apiResult(_ method: String, _ request: JSONObject) async throws -> JSONValue {
+        func device() throws -> String {
+            guard let id = request["device"]?.stringValue else { throw APIError(400, "'device' is missing") }
+            guard DeviceID.isValid(id) else { throw APIError(400, "'\(id)' is not a device id") }
+            return id
+        }
+        func known() throws -> (String, DeviceSnapshot) {
+            let id = try device()
+            guard let snapshot = cache.device(id) else { throw APIError(404, "unknown device '\(id)'") }
+            return (id, snapshot)
+        }
+        let now = Timestamp.now()
+        switch method {
+        case "info":
+            let (id, snapshot) = try known()
+            return .object(snapshot.json(now: now, metadata: try? local?.metadata(id)))
+        case "devices":
+            var devices = cache.all()
+            if request["offline"]?.boolValue == true { devices = devices.filter { $0.online == false } }
+            if let gateway = request["gateway"]?.stringValue { devices = devices.filter { $0.info.gatewayId == gateway } }
+            let metadata = (try? local?.allMetadata()) ?? [:]
+            return .array(devices.map { .object($0.json(now: now, metadata: metadata[$0.id])) })
+        case "set":
+            let id = try device()
+            guard let data = request["data"]?.objectValue, !data.isEmpty else {
+                throw APIError(400, "'data' must be a non-empty object of property codes and values")
+            }
+            let timeout = request["timeout"]?.doubleValue.map { Duration.milliseconds(Int64($0 * 1000)) }
+            var values: [String: JSONValue] = [:]
+            for (code, value) in data { values[code] = value }
+            let outcome = await sendPropertySet(deviceId: id, values, timeout: timeout,
+                                                force: request["force"]?.boolValue ?? false)
+            return .object(outcome.json)
+        case "edit":
+            let (id, _) = try known()
+            var edit = DeviceEdit()
+            edit.name = request["name"]?.stringValue
+            edit.room = request["room"]?.stringValue
+            edit.icon = request["icon"]?.stringValue
+            edit.offlineWarning = request["offlineWarning"]?.boolValue
+            guard !edit.isEmpty else { throw APIError(400, "nothing to edit: give name, room, icon or offlineWarning") }
+            do {
+                return .object(try self.edit(id, edit).json)
+            } catch let error as EditError {
+                throw APIError(400, error.description)
+            }
+        case "remove":
+            let (id, _) = try known()
+            do {
+                try await removeDevice(id)
+            } catch let error as EditError {
+                throw APIError(404, error.description)
+            } catch {
+                throw APIError(503, "\(error)")
+            }
+            return .object(JSONObject([("removed", .string(id))]))
+        case "detail":
+            let (id, _) = try known()
+            let composer = DeviceDetailComposer(agent: self, config: detailConfig)
+            return .object(await composer.compose(id).json)
+        default:
+            throw APIError(404, "unknown method '\(method)'; methods: \(Self.apiMethods.joined(separator: ", "))")
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import JSON
+import MQTT
+import Synchronization
+
+/// Publishes what listeners see as JSON on `<eventsTopic>/<D>/<kind>` (README: "Events over MQTT").
+///
+/// An ordinary EventHub listener: its own bounded queue (`eventQueueLimit`), so a slow broker never slows the
+/// receive path; when the queue is full events are dropped and counted (`agent.events.dropped`). QoS 0: the feed
+/// is live news, the cache and the API hold the truth, and QoS 0 never waits for an acknowledgement.
+enum EventPublisher {
+    /// The topic level naming each kind of event.
+    static func kindName(_ event: DeviceEvent) -> String {
+        switch event {
+        case .propertiesChanged: "properties"
+        case .statusChanged: "status"
+        case .signalUpdated: "signal"
+        case .infoChanged: "info"
+        case .transferStatusChanged: "transfer"
+        case .offlineWarning: "offline"
+        }
+    }
+
+    /// The event as published: `{"devId","event","time",...}` with the kind's own fields.
+    static func payload(_ event: DeviceEvent, now: Millis) -> JSONObject {
+        var object = JSONObject([
+            ("devId", .string(event.deviceId)), ("event", .string(kindName(event))), ("time", .integer(now)),
+        ])
+        switch event {
+        case .propertiesChanged(_, let changes):
+            var data = JSONObject()
+            for change in changes {
+                data[change.code] = .object(JSONObject([
+                    ("value", change.value), ("time", .integer(change.time)), ("previous", change.previous ?? .null),
+                ]))
+            }
+            object["data"] = .object(data)
+        case .statusChanged(_, let online, let time):
+            object["status"] = .string(online ? "online" : "offline")
+            object["online"] = .bool(online)
+            object["statusTime"] = .integer(time)
+        case .signalUpdated(_, let wifi, let rsrp):
+            if let wifi {
+                object["wifiSignal"] = .integer(Int64(wifi.dBm))
+                object["wifiSignalTime"] = .integer(wifi.time)
+            }
+            if let rsrp {
+                object["rsrp"] = .integer(Int64(rsrp.dBm))
+                object["rsrpTime"] = .integer(rsrp.time)
+            }
+        case .infoChanged(_, let info):
+            object["data"] = .object(info.json)
+        case .transferStatusChanged(_, let info):
+            object["data"] = .object(info.json)
+        case .offlineWarning(_, let since):
+            object["offlineSince"] = .integer(since)
+        }
+        return object
+    }
+
+    /// Publishes every event of `stream` until it ends (the agent stops) or the task is cancelled.
+    static func run(_ stream: DeviceEventStream, client: MQTTClient, prefix: String, counters: IntegrationCounters) async {
+        for await event in stream {
+            let topic = "\(prefix)/\(event.deviceId)/\(kindName(event))"
+            let bytes = JSONValue.object(payload(event, now: Timestamp.now())).serializedBytes()
+            do {
+                try await client.publish(topic, payload: bytes, qos: .atMostOnce)
+                counters.eventsPublished.add(1, ordering: .relaxed)
+            } catch {
+                // Not connected: the feed is live news, nothing is queued for later.
+                counters.eventsNotSent.add(1, ordering: .relaxed)
+            }
+        }
+    }
+}
+
+/// Counters of the MQTT integration (events published, API requests served).
+public final class IntegrationCounters: Sendable {
+    let eventsPublished = Atomic<Int>(0)
+    let eventsNotSent = Atomic<Int>(0)
+    let requestsAnswered = Atomic<Int>(0)
+    let requestsRejected = Atomic<Int>(0)
+    let requestsDropped = Atomic<Int>(0)
+
+    init() {}
+
+    public struct Snapshot: Sendable, Equatable {
+        /// Events published on the events topics.
+        public var eventsPublished: Int
+        /// Events that could not be published (not connected).
+        public var eventsNotSent: Int
+        /// API requests answered with code 0.
+        public var requestsAnswered: Int
+        /// API requests answered with an error code (bad request, unknown device or method).
+        public var requestsRejected: Int
+        /// API requests without a place to answer, or over the queue's limit.
+        public var requestsDropped: Int
+    }
+
+    public var snapshot: Snapshot {
+        Snapshot(eventsPublished: eventsPublished.load(ordering: .relaxed),
+                 eventsNotSent: eventsNotSent.load(ordering: .relaxed),
+                 requestsAnswered: requestsAnswered.load(ordering: .relaxed),
+                 requestsRejected: requestsRejected.load(ordering: .relaxed),
+                 requestsDropped: requestsDropped.load(ordering: .relaxed))
+    }
+}

@@ -1,0 +1,55 @@
+import JSON
+import ThingAgent
+
+/// `thing-agent detail DEVICE`: the device-detail page, sections and items in config order.
+enum DetailCommand: Command {
+    static let spec = CommandSpec(
+        name: "detail",
+        summary: "show a device's detail page (sections of deviceDetailConfig.json, each item with its data)",
+        usage: "thing-agent detail DEVICE [--json] [--detail-config FILE] [--timeout S] [options]",
+        options: [
+            OptionSpec(name: "json", valueName: nil, help: "print JSON: {device, sections:[{name, header, margin, items}]}"),
+            OptionSpec(name: "detail-config", valueName: "FILE", help: "layout file (default: detailConfig, else built in)"),
+            OptionSpec(name: "timeout", valueName: "S", help: "seconds the live network check waits (default 10)"),
+        ] + CommonOptions.options,
+        discussion: """
+            Reads the cache file; check_device_network makes a live info/get round trip through the broker (the
+            item says 'failed' when there is no broker or the device does not answer). Cells only a phone can
+            serve are listed as notAvailableHere; cell types with no built-in and no provider as unknownCellType.
+            """)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        let device = try deviceArgument(arguments)
+        var configuration = try CommonOptions.configuration(arguments)
+        try applyTimeout(arguments, to: &configuration)
+        if let file = arguments.value("detail-config") { configuration.detailConfig = file }
+        _ = try requireKnown(device, configuration)
+        let agent = try makeAgent(configuration, role: .requester)
+        // Without a broker the page is still shown; only the live check fails.
+        try? await agent.start()
+        let detail = await DeviceDetailComposer(agent: agent, config: agent.detailConfig).compose(device)
+        await agent.stop()
+        if arguments.has("json") {
+            Format.printJSON(.object(detail.json))
+        } else {
+            print(text(detail))
+        }
+        return .success
+    }
+
+    static func text(_ detail: DeviceDetail) -> String {
+        var lines = ["Device \(detail.deviceId)"]
+        for section in detail.sections {
+            let title = section.header?["title"]?.stringValue ?? section.header?["cellType"]?.stringValue
+            lines.append("[\(section.name)]" + (title.map { " \($0)" } ?? ""))
+            for item in section.items {
+                var line = "  \(item.cellType.padding(toLength: 34, withPad: " ", startingAt: 0))"
+                if item.status != .ok { line += "(\(item.status.rawValue)) " }
+                if let data = item.data { line += data.serialized() + " " }
+                if let message = item.message { line += "- \(message)" }
+                lines.append(line)
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
+}

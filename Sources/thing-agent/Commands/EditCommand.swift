@@ -1,0 +1,124 @@
+import Foundation
+import JSON
+import ThingAgent
+
+extension Command {
+    /// Opens the local store of the cache file (edits, groups, networks), which must exist.
+    static func openLocal(_ configuration: AgentConfiguration) throws -> LocalStore {
+        guard FileManager.default.fileExists(atPath: configuration.database) else {
+            throw CommandFailure(code: .failure, message: """
+                no cache at \(configuration.database): start the daemon (thing-agent run) or pass --db PATH
+                """)
+        }
+        do {
+            return try LocalStore(path: configuration.database)
+        } catch {
+            throw CommandFailure(code: .failure, message: "cannot open the cache \(configuration.database): \(error)")
+        }
+    }
+
+    /// Fails with exit 1 unless the device is in the cache file.
+    static func requireKnown(_ device: String, _ configuration: AgentConfiguration) throws -> DeviceSnapshot {
+        guard let snapshot = try openCache(configuration).device(device) else {
+            throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.database)")
+        }
+        return snapshot
+    }
+
+    /// Runs a local-store change, turning its errors into exit codes (bad values 2, unknown group 1).
+    static func editing<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as EditError {
+            switch error {
+            case .invalid: throw CommandFailure(code: .usage, message: error.description)
+            default: throw CommandFailure(code: .failure, message: error.description)
+            }
+        }
+    }
+}
+
+/// `thing-agent edit DEVICE`: local name, room, icon and offline-warning switch.
+enum EditCommand: Command {
+    static let spec = CommandSpec(
+        name: "edit",
+        summary: "rename a device, set its room and icon, switch its offline warning (kept locally)",
+        usage: "thing-agent edit DEVICE [--name N] [--room R] [--icon URL] [--offline-warning on|off] [--json] [options]",
+        options: [
+            OptionSpec(name: "name", valueName: "N", help: "local name (\"\" shows the reported name again)"),
+            OptionSpec(name: "room", valueName: "R", help: "room (\"\" clears it)"),
+            OptionSpec(name: "icon", valueName: "URL", help: "icon URL (\"\" clears it)"),
+            OptionSpec(name: "offline-warning", valueName: "on|off", help: "warn when the device stays offline"),
+            OptionSpec(name: "json", valueName: nil, help: "print the metadata as JSON"),
+        ] + CommonOptions.options,
+        discussion: """
+            Kept in the cache file (table device_meta), apart from what the device reports: a later info report
+            does not overwrite the local name. Works with or without the daemon; the daemon reads it from the
+            file whenever it needs it. Without any option, prints the current metadata.
+            """)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        let device = try deviceArgument(arguments)
+        guard arguments.positionals.count == 1 else {
+            throw CommandFailure(code: .usage, message: "edit takes one DEVICE\nUsage: \(spec.usage)")
+        }
+        let configuration = try CommonOptions.configuration(arguments)
+        var edit = DeviceEdit(name: arguments.value("name"), room: arguments.value("room"), icon: arguments.value("icon"))
+        if let warning = arguments.value("offline-warning") {
+            switch warning {
+            case "on", "true", "yes": edit.offlineWarning = true
+            case "off", "false", "no": edit.offlineWarning = false
+            default: throw CommandFailure(code: .usage, message: "--offline-warning takes on or off")
+            }
+        }
+        let local = try openLocal(configuration)
+        let snapshot = try requireKnown(device, configuration)
+        let metadata = try editing { edit.isEmpty ? try local.metadata(device) : try local.edit(device, edit) }
+        if arguments.has("json") {
+            Format.printJSON(.object(metadata.json))
+        } else {
+            print(text(snapshot, metadata))
+        }
+        return .success
+    }
+
+    static func text(_ device: DeviceSnapshot, _ metadata: DeviceMetadata) -> String {
+        """
+        \(device.id): name "\(device.displayName(metadata) ?? "")"\(metadata.name == nil ? " (reported)" : ""), \
+        room \(metadata.room ?? "-"), icon \(metadata.icon ?? "-"), offline warning \(metadata.offlineWarning ? "on" : "off")
+        """
+    }
+}
+
+/// `thing-agent remove DEVICE`: forget a device and ask it to unbind.
+enum RemoveCommand: Command {
+    static let spec = CommandSpec(
+        name: "remove",
+        summary: "remove a device: clear its retained topics, publish the unbind request, drop it from the cache",
+        usage: "thing-agent remove DEVICE [options]",
+        options: CommonOptions.options,
+        discussion: """
+            Publishes empty retained messages on R/D/thing/status and R/D/thing/info, then {"msgId","time"} on
+            R/D/thing/unbind (QoS 1), and deletes the device with its local metadata, group memberships and
+            backup networks from the cache file. A running daemon hears the unbind and forgets the device too.
+            A later message from the device makes it known again.
+
+            """ + ExitCode.table)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        let device = try deviceArgument(arguments)
+        let configuration = try CommonOptions.configuration(arguments)
+        _ = try requireKnown(device, configuration)
+        let agent = try await startAgent(configuration, role: .requester)
+        do {
+            try await agent.removeDevice(device)
+        } catch {
+            await agent.stop()
+            if let error = error as? RequestError { throw CommandFailure(code: .noBroker, message: error.description) }
+            throw CommandFailure(code: .failure, message: "\(error)")
+        }
+        await agent.stop()
+        print("\(device): removed (unbind published on \(configuration.topics.unbind(device)))")
+        return .success
+    }
+}

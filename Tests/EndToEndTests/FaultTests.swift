@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import MQTT
 import Testing
 import TestSupport
 
@@ -33,6 +34,30 @@ struct FaultTests {
         let before = saves()
         try await marker.client.publish("faults/marker", "change", qos: .atLeastOnce, retain: true)
         try await waitUntil(timeout: .seconds(5)) { saves() > before }
+    }
+
+    /// The retained message on `topic`, as a new subscriber gets it (nil when none comes within 5 s).
+    static func retainedMessage(on topic: String, _ broker: MosquittoBroker) async throws -> String? {
+        let client = try MQTTClient(configuration: MQTTConfiguration(
+            url: broker.url, clientID: "retained-\(UInt32.random(in: 0...UInt32.max))"))
+        try await client.connect()
+        let messages = client.messages
+        try await client.subscribe(topic, qos: .atLeastOnce)
+        let text = await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                for await message in messages where message.topic == topic { return message.text }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        await client.disconnect()
+        return text
     }
 
     // MARK: the broker
@@ -313,9 +338,12 @@ struct FaultTests {
             daemon.signal(SIGTERM)
             let status = await daemon.waitForExit(timeout: .seconds(2))
             let took = ContinuousClock.now - signalled
-            #expect(status == 0, "exit \(String(describing: status)) after \(took)")
+            #expect(status == 0, "exit \(String(describing: status)) after \(took): \(daemon.log.suffix(1500))")
             stop.set()
             try await streams.value
+            // It said goodbye: its retained announcement is the offline one.
+            let announcement = try await Self.retainedMessage(on: "thing-agent/agents/\(harness.clientID)/status", broker)
+            #expect(announcement?.contains("\"offline\"") == true, "\(announcement ?? "no announcement")")
 
             #expect(try await sqlite3(harness.database, "PRAGMA integrity_check") == "ok")
             // A graceful stop writes everything it took to SQLite: nothing is left for the journal to replay.

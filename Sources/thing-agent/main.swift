@@ -5,7 +5,7 @@ import ThingAgent
 let commands: [any Command.Type] = [
     RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, SetCommand.self, SceneCommand.self,
     GatewaysCommand.self, TransferCommand.self, WifiScanCommand.self, SimulateCommand.self,
-    DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, NetworkCommand.self,
+    DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, NetworkCommand.self, StatsCommand.self,
 ]
 
 @MainActor

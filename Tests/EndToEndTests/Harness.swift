@@ -22,12 +22,16 @@ final class AgentHarness: Sendable {
         ["--broker", broker.url, "--db", database, "--client-id", clientID]
     }
 
-    /// Starts `thing-agent run` and waits until it announced itself online.
-    func startDaemon(_ extra: [String] = [], environment: [String: String] = [:]) async throws {
-        let daemon = try DaemonProcess(thingAgentExecutable(), ["run"] + commonArguments + extra,
+    /// Starts `thing-agent run` and waits until it announced itself online. `offline`: against a broker that is
+    /// not there instead, waiting only until the cache is loaded (and the journal replayed into it).
+    func startDaemon(_ extra: [String] = [], environment: [String: String] = [:], offline: Bool = false) async throws {
+        let brokerURL = offline ? "mqtt://127.0.0.1:\(try freeLoopbackPort())" : broker.url
+        let arguments = ["run", "--broker", brokerURL, "--db", database, "--client-id", clientID] + extra
+        let daemon = try DaemonProcess(thingAgentExecutable(), arguments,
                                        environment: environment, logPath: directory + "/daemon.log")
         daemonBox.set(daemon)
-        try await waitUntil(timeout: .seconds(10)) { daemon.log.contains("connected and subscribed") || !daemon.isRunning }
+        let ready = offline ? "cache loaded" : "connected and subscribed"
+        try await waitUntil(timeout: .seconds(10)) { daemon.log.contains(ready) || !daemon.isRunning }
         guard daemon.isRunning else {
             throw TestSupportError("the daemon exited: \(daemon.log)")
         }
@@ -37,7 +41,8 @@ final class AgentHarness: Sendable {
 
     /// Runs a CLI subcommand against the same broker and cache.
     func cli(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> ProcessResult {
-        try await runCommand(thingAgentExecutable(), arguments + ["--broker", broker.url, "--db", database])
+        try await runCommand(thingAgentExecutable(), arguments + ["--broker", broker.url, "--db", database],
+                             timeout: timeout)
     }
 
     /// `info DEVICE --json`, parsed; nil when the device is unknown.

@@ -88,6 +88,17 @@ struct CacheRulesTests {
         #expect(device == before)
     }
 
+    @Test mutating func staleInfoOfTheWrongShapeIsStillRefused() throws {
+        _ = try device.apply(.info(["name": "Hall light"], time: 100), now: 2)
+        let before = device
+        #expect(throws: PayloadError.self) { try device.apply(.info(["name": 42], time: 50), now: 3) }
+        #expect(throws: PayloadError.self) { try device.apply(.info(["wifiSignal": -999], time: 50), now: 3) }
+        #expect(device == before)
+        // A stale report of the right shape is passed over quietly.
+        #expect(try device.apply(.info(["name": "Old"], time: 50), now: 3).isEmpty)
+        #expect(device == before)
+    }
+
     @Test mutating func infoSignalFollowsSignalRules() throws {
         _ = try device.apply(.signal(wifi: SignalReading(dBm: -40, time: 200), rsrp: nil), now: 2)
         _ = try device.apply(.info(["name": "n", "wifiSignal": -80], time: 150), now: 3)

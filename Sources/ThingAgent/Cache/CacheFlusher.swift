@@ -4,19 +4,32 @@ import Synchronization
 /// Moves dirty devices from memory to SQLite in batches, on a thread of its own so that SQLite's I/O never runs on
 /// the receive path or the cooperative pool. Wakes when something became dirty, lets a batch gather for `interval`,
 /// writes it in one transaction, and empties the journal when it has grown large and SQLite holds all of it.
+///
+/// `report` gives `meta` rows to keep current in the file (the daemon's receive-path counters): they are written
+/// whenever they differ from the rows last written, with a batch, or on their own every `reportInterval` while only
+/// they move (a dropped message dirties no device), and at `stop()`.
 final class CacheFlusher: Sendable {
     let writer: CacheWriter
     let interval: Duration
     let journalLimit: Int64
+    let reportInterval: Duration
+    let report: (@Sendable () -> [String: Int64])?
     let logger: Logger
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
+    /// Signalled by `stop()`, to cut a batch's gathering pause short.
+    private let stopSignal = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
+    /// The `report` rows SQLite holds (touched by the flusher thread, then by `stop()` after it ended).
+    private let reported = Mutex<[String: Int64]?>(nil)
 
-    init(writer: CacheWriter, interval: Duration = .milliseconds(50), journalLimit: Int64 = 64 << 20, logger: Logger) {
+    init(writer: CacheWriter, interval: Duration = .milliseconds(50), journalLimit: Int64 = 64 << 20,
+         reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil, logger: Logger) {
         self.writer = writer
         self.interval = interval
         self.journalLimit = journalLimit
+        self.reportInterval = reportInterval
+        self.report = report
         self.logger = logger
     }
 
@@ -24,10 +37,20 @@ final class CacheFlusher: Sendable {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         let thread = Thread { [self] in
             while !stopping.load(ordering: .relaxed) {
-                writer.dirtySignal.wait()
+                let woken: Bool
+                if report == nil {
+                    writer.dirtySignal.wait()
+                    woken = true
+                } else {
+                    woken = writer.dirtySignal.wait(timeout: .now() + reportInterval.seconds) == .success
+                }
                 guard !stopping.load(ordering: .relaxed) else { break }
-                Thread.sleep(forTimeInterval: interval.seconds)
-                flushOnce()
+                if woken {
+                    pause(interval)  // let the batch gather; a stop cuts it short
+                    flushOnce()
+                } else {
+                    reportOnce()
+                }
             }
             done.signal()
         }
@@ -39,24 +62,50 @@ final class CacheFlusher: Sendable {
     /// Call after the receive path has stopped.
     func stop() {
         if started.load(ordering: .relaxed), !stopping.exchange(true, ordering: .relaxed) {
+            stopSignal.signal()
             writer.dirtySignal.signal()
             done.wait()
         }
         flushOnce(journalLimit: 0)
     }
 
+    /// Sleeps for `duration`, or less when `stop()` is called meanwhile.
+    private func pause(_ duration: Duration) {
+        if stopping.load(ordering: .relaxed) { return }
+        _ = stopSignal.wait(timeout: .now() + duration.seconds)
+    }
+
+    /// The `report` rows when they differ from those SQLite holds.
+    private func changedReport() -> [String: Int64]? {
+        guard let rows = report?(), rows != reported.withLock({ $0 }) else { return nil }
+        return rows
+    }
+
     private func flushOnce(journalLimit: Int64? = nil) {
         do {
-            try writer.flush()
+            let rows = changedReport()
+            try writer.flush(meta: rows ?? [:])
+            if let rows { reported.withLock { $0 = rows } }
             try writer.compactJournal(threshold: journalLimit ?? self.journalLimit)
         } catch {
             logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
                          metadata: ["error": "\(error)"])
             // Retry after a pause rather than spinning.
             if writer.hasDirty {
-                Thread.sleep(forTimeInterval: 1)
+                pause(.seconds(1))
                 writer.dirtySignal.signal()
             }
+        }
+    }
+
+    /// Writes the `report` rows alone, when only they moved (devices wait for the batch their change started).
+    private func reportOnce() {
+        guard let rows = changedReport() else { return }
+        do {
+            try writer.writeMeta(rows)
+            reported.withLock { $0 = rows }
+        } catch {
+            logger.error("could not write the counters to SQLite; will retry", metadata: ["error": "\(error)"])
         }
     }
 }

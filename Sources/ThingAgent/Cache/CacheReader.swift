@@ -12,6 +12,11 @@ public final class CacheReader {
         try store.loadDevice(id)
     }
 
+    /// The receive-path counters the daemon last wrote into the file; nil when no daemon ran on it yet.
+    public func statistics() throws -> StoredStatistics? {
+        StoredStatistics(metaRows: try store.meta(prefix: "ingest."))
+    }
+
     /// Every cached device, sorted by id.
     public func devices() throws -> [DeviceSnapshot] {
         try store.loadAll().values.sorted { $0.id < $1.id }

@@ -86,6 +86,28 @@ final class CacheStore {
             """, [.integer(Int64(generation)), .integer(applied)])
     }
 
+    /// Writes `meta` rows (the daemon's receive-path counters); the caller wraps calls in a transaction.
+    func setMeta(_ rows: [(key: String, value: Int64)]) throws {
+        let upsert = try database.prepare("""
+            INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value
+            """)
+        for row in rows {
+            try upsert.bind(row.key, at: 1)
+            try upsert.bind(row.value, at: 2)
+            try upsert.run()
+        }
+    }
+
+    /// The `meta` rows whose key starts with `prefix`.
+    func meta(prefix: String) throws -> [String: Int64] {
+        var rows: [String: Int64] = [:]
+        for row in try database.query("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
+                                      [.integer(Int64(prefix.utf8.count)), .text(prefix)]) {
+            if let key = row.string("key"), let value = row.int("value") { rows[key] = value }
+        }
+        return rows
+    }
+
     func writeDevice(_ device: DeviceSnapshot) throws {
         let statement = upsertDevice
         var index: Int32 = 1

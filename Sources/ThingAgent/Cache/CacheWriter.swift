@@ -151,17 +151,18 @@ final class CacheWriter: Sendable {
 
     var hasDirty: Bool { ingest.withLock { !$0.dirty.isEmpty } }
 
-    /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers.
-    /// The SQLite work runs outside the ingest lock; on failure the dirty marks are kept for the next try.
-    func flush() throws {
+    /// Writes every dirty device to SQLite in one transaction, together with the journal position it covers and
+    /// the `meta` rows given (the daemon's receive-path counters). The SQLite work runs outside the ingest lock; on
+    /// failure the dirty marks are kept for the next try.
+    func flush(meta: [String: Int64] = [:]) throws {
         let (devices, dirty, position) = ingest.withLock { state -> ([DeviceSnapshot], [String: Dirty], (UInt64, Int64)?) in
             let dirty = state.dirty
             state.dirty = [:]
             return (cache.devices(dirty.keys), dirty, state.journal.map { ($0.generation, $0.end) })
         }
-        guard !dirty.isEmpty else { return }
+        guard !dirty.isEmpty || !meta.isEmpty else { return }
         do {
-            try write(devices, dirty, position: position)
+            try write(devices, dirty, position: dirty.isEmpty ? nil : position, meta: meta)
         } catch {
             ingest.withLock { state in
                 for (id, marks) in dirty { state.dirty[id, default: Dirty()].merge(marks) }
@@ -190,7 +191,18 @@ final class CacheWriter: Sendable {
         }
     }
 
-    private func write(_ devices: [DeviceSnapshot], _ dirty: [String: Dirty], position: (UInt64, Int64)?) throws {
+    /// Copies the WAL into the main file and empties it (at a graceful stop, after the last flush).
+    func checkpoint() throws {
+        try store.withLock { store in try store?.database.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+    }
+
+    /// Writes `meta` rows alone (the receive-path counters), in a transaction of their own.
+    func writeMeta(_ rows: [String: Int64]) throws {
+        try write([], [:], position: nil, meta: rows)
+    }
+
+    private func write(_ devices: [DeviceSnapshot], _ dirty: [String: Dirty], position: (UInt64, Int64)?,
+                       meta: [String: Int64] = [:]) throws {
         try store.withLock { store in
             guard let store else { return }
             try store.database.transaction(.immediate) {
@@ -203,6 +215,9 @@ final class CacheWriter: Sendable {
                 }
                 if let (generation, applied) = position {
                     try store.setJournalPosition(generation: generation, applied: applied)
+                }
+                if !meta.isEmpty {
+                    try store.setMeta(meta.sorted { $0.key < $1.key }.map { (key: $0.key, value: $0.value) })
                 }
             }
         }

@@ -38,6 +38,14 @@ final class Journal {
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw JournalError(path: path, operation: "open", code: errno) }
         let size = Int(lseek(fd, 0, SEEK_END))
+        // A file that holds something else is refused, not taken over: it is left as it is for a person to look at.
+        var header = [UInt8](repeating: 0, count: Self.headerSize)
+        let read = size > 0 ? pread(fd, &header, Self.headerSize, 0) : 0
+        if read > 0, Array(header[0..<min(4, read)]) != Array(Self.magic[0..<min(4, read)]), header.contains(where: { $0 != 0 }) {
+            close(fd)
+            throw JournalError(path: path, operation: "use", code: EINVAL,
+                               detail: "it is not a thing-agent journal; move it away to start a new one")
+        }
         capacity = max(size, Self.initialCapacity)
         do throws(JournalError) {
             if size < capacity, ftruncate(fd, off_t(capacity)) != 0 {
@@ -164,9 +172,11 @@ public struct JournalError: Error, Sendable, CustomStringConvertible {
     public let path: String
     public let operation: String
     public let code: Int32
+    /// Says what is wrong when `code`'s text would not.
+    public var detail: String? = nil
 
     public var description: String {
-        "cannot \(operation) the journal \(path): \(String(cString: strerror(code)))"
+        "cannot \(operation) the journal \(path): \(detail ?? String(cString: strerror(code)))"
     }
 }
 

@@ -60,6 +60,9 @@ enum EventPublisher {
     /// Publishes every event of `stream` until it ends (the agent stops) or the task is cancelled.
     static func run(_ stream: DeviceEventStream, client: MQTTClient, prefix: String, counters: IntegrationCounters) async {
         for await event in stream {
+            // A stop does not wait for the backlog: under a steady stream the queue never runs dry while the receive
+            // path still runs, which only ends after this does (found by the SIGTERM-under-load fault test).
+            if Task.isCancelled { break }
             let topic = "\(prefix)/\(event.deviceId)/\(kindName(event))"
             let bytes = JSONValue.object(payload(event, now: Timestamp.now())).serializedBytes()
             do {

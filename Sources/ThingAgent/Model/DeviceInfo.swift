@@ -119,7 +119,7 @@ public struct DeviceInfo: Sendable, Equatable {
     }
 
     /// Merges a (full or partial) report: fields present replace cached ones (`null` clears one), absent fields stay.
-    /// Throws without changing anything when a field has the wrong type or an unknown enum value.
+    /// Integer fields are stored as integers. Throws without changing anything when a field has the wrong type or an unknown enum value.
     public mutating func merge(_ report: JSONObject) throws(PayloadError) {
         var merged = allValues
         for (key, value) in report {
@@ -130,8 +130,11 @@ public struct DeviceInfo: Sendable, Equatable {
                 continue
             }
             guard let index = Self.indexByKey[key] else { continue }  // unknown fields: forward compatible, ignored
-            try Self.fields[index].type.validate(value, key: key)
-            merged[index] = value
+            let type = Self.fields[index].type
+            try type.validate(value, key: key)
+            // An integer field given as an integral double (`1e1`, `10.0`) is kept as the integer it is, as the
+            // cache file keeps it: memory and the file must agree (found by scripts/fuzz).
+            merged[index] = type.isInteger ? value.int64Value.map(JSONValue.integer) ?? value : value
         }
         setAll(merged)
     }

@@ -113,15 +113,18 @@ extension DeviceSnapshot {
         case .signal(let wifi, let lte):
             applySignal(wifi, lte, into: &changes)
         case .info(var report, let time):
-            if let infoTime, time < infoTime { break }
+            // Validated before the staleness check, so that a report of the wrong shape is dropped as malformed
+            // whatever its time (PROTOCOL.md), not passed over as stale.
             let wifi = try PayloadDecoder.dBm(report["wifiSignal"], key: "wifiSignal")
             let lte = try PayloadDecoder.dBm(report["rsrp"], key: "rsrp")
             report["wifiSignal"] = nil
             report["rsrp"] = nil
-            let before = info
-            try info.merge(report)
+            var merged = info
+            try merged.merge(report)
+            if let infoTime, time < infoTime { break }
             infoTime = time
-            changes.info = info != before
+            changes.info = merged != info
+            info = merged
             applySignal(wifi.map { SignalReading(dBm: $0, time: time) },
                         lte.map { SignalReading(dBm: $0, time: time) }, into: &changes)
         case .transferStatus(let report):

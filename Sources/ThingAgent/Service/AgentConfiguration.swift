@@ -23,6 +23,9 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var keepAlive: Double = 30
     public var topicRoot = "things"
     public var database = "thing-agent.sqlite"
+    /// Seconds a batch of changes gathers in memory (and in the journal) before it is written to SQLite in one
+    /// transaction. Larger values mean fewer, bigger transactions; nothing acknowledged is lost either way.
+    public var flushInterval: Double = 0.05
     /// How long a request waits for its answer.
     public var requestTimeout: Double = 10
     /// At most this many requests wait for answers at once; one more fails at once with `.tooManyInFlight`.
@@ -89,6 +92,7 @@ public struct AgentConfiguration: Sendable, Equatable {
             return true
         }),
         ("database", "THING_AGENT_DB", { c, v in set(&c.database, v) }),
+        ("flushInterval", "THING_AGENT_FLUSH_INTERVAL", { c, v in setNumber(&c.flushInterval, v) }),
         ("requestTimeout", "THING_AGENT_REQUEST_TIMEOUT", { c, v in setNumber(&c.requestTimeout, v) }),
         ("maxInFlight", "THING_AGENT_MAX_IN_FLIGHT", { c, v in
             guard let n = v.int64Value, n > 0 else { return false }

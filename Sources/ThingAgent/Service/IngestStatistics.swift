@@ -17,6 +17,8 @@ public enum DropReason: String, Sendable, CaseIterable {
 }
 
 /// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason.
+/// `received` is counted on arrival and the outcome after it, so while messages flow a snapshot may be a message
+/// or so apart; in a quiet moment `received == applied + unchanged + droppedTotal`.
 public struct IngestStatistics: Sendable, Equatable {
     public var received = 0
     /// Changed the cache.
@@ -55,5 +57,46 @@ final class IngestCounters: Sendable {
         applied.store(0, ordering: .relaxed)
         unchanged.store(0, ordering: .relaxed)
         drops.withLock { $0 = [:] }
+    }
+}
+
+extension IngestStatistics {
+    /// The counters as the daemon writes them into the cache's `meta` table (README, "The cache file"):
+    /// `ingest.received`, `ingest.applied`, `ingest.unchanged` and `ingest.dropped.<reason>` for every reason.
+    var metaRows: [String: Int64] {
+        var rows = ["ingest.received": Int64(received), "ingest.applied": Int64(applied),
+                    "ingest.unchanged": Int64(unchanged)]
+        for reason in DropReason.allCases { rows["ingest.dropped.\(reason.rawValue)"] = Int64(dropped[reason] ?? 0) }
+        return rows
+    }
+
+    /// The `meta` key of the agent time (ms) from which the daemon counts.
+    static let sinceKey = "ingest.since"
+
+    /// Reads the counters back from `meta` rows; nil when the daemon never wrote any.
+    init?(metaRows rows: [String: Int64]) {
+        guard let received = rows["ingest.received"] else { return nil }
+        self.received = Int(received)
+        applied = Int(rows["ingest.applied"] ?? 0)
+        unchanged = Int(rows["ingest.unchanged"] ?? 0)
+        for reason in DropReason.allCases {
+            if let count = rows["ingest.dropped.\(reason.rawValue)"], count > 0 { dropped[reason] = Int(count) }
+        }
+    }
+}
+
+/// The receive-path counters of the daemon that runs (or last ran) on a cache file, as `thing-agent stats` shows
+/// them. The daemon writes them with each batch it writes to SQLite, every second while only counters move (a
+/// dropped message changes no device), and at a graceful stop.
+public struct StoredStatistics: Sendable, Equatable {
+    /// Counted since `since`; a restart of the daemon starts from zero.
+    public var statistics: IngestStatistics
+    /// Agent time (ms) the daemon started counting.
+    public var since: Millis
+
+    init?(metaRows rows: [String: Int64]) {
+        guard let statistics = IngestStatistics(metaRows: rows) else { return nil }
+        self.statistics = statistics
+        since = rows[IngestStatistics.sinceKey] ?? 0
     }
 }

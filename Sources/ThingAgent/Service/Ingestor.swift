@@ -83,24 +83,28 @@ final class Ingestor: Sendable {
 
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,
                                 topic: String, now: Millis, raw: (topic: String, payload: [UInt8])?) {
-        // A successful info/get answer is an info report, whoever asked for it.
-        if request == .getInfo, response.code == 0, let data = response.data?.objectValue {
-            apply(.info(data, time: response.time), to: device, topic: topic, now: now, raw: raw)
-        } else {
-            counters.countUnchanged()
+        // A successful info/get answer is an info report, whoever asked for it, and counts as one (applied or
+        // unchanged). Any other answer counts as unchanged when a request waited for it, as dropped when none did:
+        // every message ends in exactly one outcome.
+        let info = request == .getInfo && response.code == 0 ? response.data?.objectValue : nil
+        if let info {
+            apply(.info(info, time: response.time), to: device, topic: topic, now: now, raw: raw)
         }
-        guard raw != nil else { return }  // a replayed answer has no request waiting any more
+        guard raw != nil else {  // a replayed answer has no request waiting any more
+            if info == nil { counters.countUnchanged() }
+            return
+        }
         switch tracker.resolve(deviceId: device, kind: request, response) {
         case .delivered:
-            break
+            if info == nil { counters.countUnchanged() }
         case .late:
             // One of ours that already ended: worth a line (the device is slow, or the timeout short).
-            counters.countDrop(.unmatchedResponse)
+            if info == nil { counters.countDrop(.unmatchedResponse) }
             logger.notice("dropped a late answer: its request had already timed out or been cancelled", metadata: [
                 "topic": topic, "msgId": response.msgId, "code": "\(response.code)"])
         case .unknown:
             // Usually an answer to another client (the CLI, another agent): all of them hear every answer.
-            counters.countDrop(.unmatchedResponse)
+            if info == nil { counters.countDrop(.unmatchedResponse) }
             if limiter.shouldLog(topic, now: now) {
                 logger.debug("ignored an answer that no request waits for", metadata: [
                     "topic": topic, "msgId": response.msgId])

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import ThingAgent
 
 /// `thing-agent run`: the daemon.
@@ -18,6 +19,14 @@ enum RunCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let configuration = try CommonOptions.configuration(arguments)
         let logger = CommonOptions.logger(configuration)
+        // Signals are caught from the start: one that comes while the cache loads (or the journal replays) stops
+        // the daemon gracefully as soon as it is up, instead of killing it.
+        let stop = StopRequest()
+        let signals = SignalWatcher([SIGTERM, SIGINT]) { signal in
+            logger.info("received signal \(signal); stopping")
+            stop.request()
+        }
+        defer { signals.cancel() }
         let agent: Agent
         do {
             agent = try Agent(configuration: configuration, role: .service, logger: logger)
@@ -29,11 +38,7 @@ enum RunCommand: Command {
         Agent.shared = agent
 
         let work = Task { try await agent.run() }
-        let signals = SignalWatcher([SIGTERM, SIGINT]) { signal in
-            logger.info("received signal \(signal); stopping")
-            work.cancel()
-        }
-        defer { signals.cancel() }
+        stop.whenRequested { work.cancel() }
         do {
             try await work.value
             return .success
@@ -41,6 +46,27 @@ enum RunCommand: Command {
             logger.critical("\(error)")
             return .noBroker
         }
+    }
+}
+
+/// A stop asked for by a signal, possibly before there is anything to stop: the action runs once both are there.
+final class StopRequest: Sendable {
+    private let state = Mutex<(requested: Bool, action: (@Sendable () -> Void)?)>((false, nil))
+
+    func request() {
+        let action = state.withLock { state in
+            state.requested = true
+            return state.action
+        }
+        action?()
+    }
+
+    func whenRequested(_ action: @escaping @Sendable () -> Void) {
+        let requested = state.withLock { state in
+            state.action = action
+            return state.requested
+        }
+        if requested { action() }
     }
 }
 

@@ -1,0 +1,57 @@
+import JSON
+import ThingAgent
+
+/// `thing-agent stats`: the daemon's receive-path counters, as it writes them into the cache file.
+enum StatsCommand: Command {
+    static let spec = CommandSpec(
+        name: "stats",
+        summary: "show the daemon's receive-path counters: received, applied, unchanged, dropped by reason",
+        usage: "thing-agent stats [--json] [options]",
+        options: [
+            OptionSpec(name: "json", valueName: nil, help: "print a JSON object"),
+        ] + CommonOptions.options,
+        discussion: """
+            Reads the counters the daemon keeps in the cache file's meta table: written with each batch it
+            writes, every second while only counters move, and at a graceful stop. They count from the
+            daemon's last start; every message received ends as applied, unchanged or dropped, so
+            received = applied + unchanged + dropped.
+            """)
+
+    static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        guard arguments.positionals.isEmpty else {
+            throw CommandFailure(code: .usage, message: "unexpected argument '\(arguments.positionals[0])'")
+        }
+        let configuration = try CommonOptions.configuration(arguments)
+        guard let stored = try openCache(configuration).statistics() else {
+            throw CommandFailure(code: .failure, message: """
+                no counters in \(configuration.database): the daemon (thing-agent run) has not run on it yet
+                """)
+        }
+        let stats = stored.statistics
+        if arguments.has("json") {
+            var dropped = JSONObject()
+            for reason in DropReason.allCases { dropped[reason.rawValue] = .integer(Int64(stats.dropped[reason] ?? 0)) }
+            Format.printJSON(.object(JSONObject([
+                ("received", .integer(Int64(stats.received))), ("applied", .integer(Int64(stats.applied))),
+                ("unchanged", .integer(Int64(stats.unchanged))), ("dropped", .object(dropped)),
+                ("droppedTotal", .integer(Int64(stats.droppedTotal))), ("since", .integer(stored.since)),
+            ])))
+            return .success
+        }
+        let now = Timestamp.current
+        var rows = [("received", stats.received), ("applied", stats.applied), ("unchanged", stats.unchanged),
+                    ("dropped", stats.droppedTotal)]
+        for reason in DropReason.allCases {
+            if let count = stats.dropped[reason] { rows.append(("  \(reason.rawValue)", count)) }
+        }
+        let labelWidth = rows.map(\.0.count).max() ?? 0
+        let numberWidth = rows.map { String($0.1).count }.max() ?? 0
+        print("Receive path since \(Format.date(stored.since)) (\(Format.age(stored.since, now: now)))")
+        for (label, count) in rows {
+            let number = String(count)
+            print("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
+                + String(repeating: " ", count: numberWidth - number.count) + number)
+        }
+        return .success
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import JSON
+import MQTT
+import Testing
+import TestSupport
+@testable import ThingAgent
+
+/// The receive-path counters: every message counted once, and what the daemon writes for `thing-agent stats`.
+@Suite("Receive-path counters")
+struct StatisticsTests {
+    /// An agent with a cache file and no broker: messages go in through `receive`, as the network thread hands them.
+    static func withAgent(_ body: (Agent, String) async throws -> Void) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = AgentConfiguration()
+        configuration.database = directory + "/cache.sqlite"
+        configuration.broker = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
+        let agent = try Agent(configuration: configuration)
+        try await body(agent, configuration.database)
+    }
+
+    static func message(_ topic: String, _ payload: String) -> MQTTMessage {
+        MQTTMessage(topic: topic, payload: Array(payload.utf8), qos: .atLeastOnce)
+    }
+
+    @Test func everyMessageEndsInExactlyOneOutcome() async throws {
+        try await Self.withAgent { agent, _ in
+            let inputs: [(String, String)] = [
+                ("things/d1/thing/properties", #"{"time":1764450000000,"data":{"a":1}}"#),          // applied
+                ("things/d1/thing/properties", #"{"time":1764450000000,"data":{"a":1}}"#),          // repeat
+                ("things/d1/thing/properties", #"{"time":1764449000000,"data":{"a":0}}"#),          // stale
+                ("things/d1/thing/properties", #"{"data":"#),                                       // malformed
+                ("things/bad id/thing/properties", #"{"data":{"a":2}}"#),                          // invalid id
+                ("things/d1/thing/properties", "{\"data\":{\"x\":\"" + String(repeating: "x", count: 300_000) + "\"}}"),
+                ("things/d1/thing/properties/set_response", #"{"msgId":"nobody","code":0}"#),      // unmatched
+                ("things/d1/thing/wifi/scan_response", #"{"msgId":"nobody","code":1006}"#),        // unmatched
+                // An info/get answer nobody waits for still carries information: it is applied, not dropped.
+                ("things/d1/thing/info/get_response", #"{"msgId":"nobody","code":0,"data":{"name":"n"}}"#),
+                ("things/d1/thing/info/get_response", #"{"msgId":"nobody","code":0,"data":{"name":"n"}}"#),
+            ]
+            for (topic, payload) in inputs { agent.receive(Self.message(topic, payload)) }
+            let msgId = try agent.tracker.register(deviceId: "d1", kind: .setProperties)
+            agent.receive(Self.message("things/d1/thing/properties/set_response", #"{"msgId":"\#(msgId)","code":0}"#))
+
+            let stats = agent.statistics
+            #expect(stats.received == inputs.count + 1)
+            #expect(stats.received == stats.applied + stats.unchanged + stats.droppedTotal)
+            #expect(stats.applied == 2)
+            #expect(stats.unchanged == 4)  // repeat, stale, the repeated info answer, the matched answer
+            #expect(stats.dropped == [.malformed: 1, .invalidDeviceID: 1, .oversized: 1, .unmatchedResponse: 2])
+        }
+    }
+
+    /// PROTOCOL.md: a message of the wrong shape is dropped whatever its time, not passed over as stale.
+    @Test func staleInfoOfTheWrongShapeIsCountedAsMalformed() async throws {
+        try await Self.withAgent { agent, _ in
+            agent.receive(Self.message("things/d1/thing/info", #"{"time":1764450000000,"data":{"name":"Hall"}}"#))
+            agent.receive(Self.message("things/d1/thing/info", #"{"time":1764440000000,"data":{"name":42}}"#))
+            agent.receive(Self.message("things/d1/thing/info", #"{"time":1764440000000,"data":{"wifiSignal":-999}}"#))
+            agent.receive(Self.message("things/d1/thing/info", #"{"time":1764440000000,"data":{"name":"Old"}}"#))
+            #expect(agent.statistics.dropped == [.malformed: 2])
+            #expect(agent.statistics.applied == 1)
+            #expect(agent.statistics.unchanged == 1)
+            #expect(agent.cache.device("d1")?.info.name == "Hall")
+        }
+    }
+
+    @Test func theDaemonWritesItsCountersIntoTheCacheFile() async throws {
+        try await Self.withAgent { agent, path in
+            // At start: zeros, counted from now.
+            let initial = try #require(try CacheReader(path: path).statistics())
+            #expect(initial.statistics == IngestStatistics())
+            #expect(abs(initial.since - Timestamp.current) < 60_000)
+
+            agent.receive(Self.message("things/d1/thing/properties", #"{"data":{"a":1}}"#))
+            agent.receive(Self.message("things/d1/thing/status", #"{"status":"sleepy"}"#))
+            agent.receive(Self.message("things/d-é/thing/status", #"{"status":"online"}"#))
+            await agent.stop()  // the last flush writes the counters
+            let stored = try #require(try CacheReader(path: path).statistics())
+            #expect(stored.statistics == agent.statistics)
+            #expect(stored.statistics.received == 3)
+            #expect(stored.statistics.dropped == [.malformed: 1, .invalidDeviceID: 1])
+            #expect(stored.since == initial.since)
+        }
+    }
+
+    @Test func aCacheNoDaemonRanOnHasNoCounters() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var configuration = AgentConfiguration()
+        configuration.database = directory + "/cache.sqlite"
+        _ = try Agent(configuration: configuration, role: .requester)
+        #expect(try CacheReader(path: configuration.database).statistics() == nil)
+    }
+}

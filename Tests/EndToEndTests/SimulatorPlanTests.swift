@@ -1,5 +1,7 @@
 import Foundation
+import JSON
 import Testing
+import TestSupport
 import ThingAgent
 @testable import thing_agent
 
@@ -31,6 +33,37 @@ struct SimulatorPlanTests {
         #expect(plan.map(\.name) == FleetPlan.make(options).map(\.name))
         options.seed = 2
         #expect(Set(plan.map(\.id)).isDisjoint(with: FleetPlan.make(options).map(\.id)))
+    }
+
+    /// Regression: every value a simulated device reports is valid for its model (reports once carried nulls).
+    @Test func reportedValuesAreValidForTheModel() throws {
+        var options = SimulatorOptions()
+        options.devices = 5
+        options.gateways = 1
+        options.subdevicesPerGateway = 2
+        options.seed = 3
+        let models = try BuiltinModels.load(directory: nil)
+        for plan in FleetPlan.make(options) {
+            let model = try #require(models.model(for: plan.productId))
+            let device = VirtualDevice(plan: plan, model: model, topics: Topics(), seed: options.seed)
+            var reports = [device.propertyReport(all: true, now: t0)].compactMap { $0 }
+            for tick in 1...200 {
+                if let report = device.propertyReport(all: false, now: t0 + Int64(tick), seconds: 5) { reports.append(report) }
+            }
+            for report in reports {
+                let data = try #require(try JSONParser.parse(report.payload)["data"]?.objectValue)
+                for (code, value) in data {
+                    let spec = try #require(model.property(code), "\(plan.id) reported unknown \(code)")
+                    #expect(!value.isNull, "\(plan.id) reported \(code) = null")
+                    // Read-only values are checked by type and range as a set would be, as if writable.
+                    var writable = spec
+                    writable.access = .rw
+                    #expect(throws: Never.self, "\(plan.id) reported \(code) = \(value.serialized())") {
+                        try writable.validate(value)
+                    }
+                }
+            }
+        }
     }
 
     @Test func connectionsAreOnePerDeviceUpToTheLimitThenPooled() {

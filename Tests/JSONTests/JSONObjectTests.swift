@@ -82,7 +82,7 @@ struct JSONObjectTests {
         #expect(JSONValue.double(0) == .double(-0.0))
         #expect(JSONValue.null != .bool(false))
         #expect(JSONValue.string("a") == "a")
-        #expect(Set<JSONValue>([1, 1, "1", 1.0, nil, nil, [1], [1]]).count == 5)
+        #expect(Set<JSONValue>([1, 1, "1", 1.0, .null, .null, [1], [1]]).count == 5)
     }
 
     @Test func accessors() {
@@ -115,7 +115,7 @@ struct JSONObjectTests {
     }
 
     @Test func literals() {
-        let value: JSONValue = ["n": nil, "b": true, "i": 1, "d": 1.5, "s": "s", "a": [1, "x"], "o": ["k": false]]
+        let value: JSONValue = ["n": .null, "b": true, "i": 1, "d": 1.5, "s": "s", "a": [1, "x"], "o": ["k": false]]
         #expect(value["n"] == .null)
         #expect(value["b"] == .bool(true))
         #expect(value["i"] == .integer(1))

@@ -106,7 +106,7 @@ struct ParserValidTests {
         #expect(value["b"]?[2] == nil)
         #expect(value["a"]?.stringValue == "x")
         #expect(value["e"] == .object(JSONObject()))
-        #expect(value == ["b": [1, ["c": nil]], "a": "x", "e": [:]])
+        #expect(value == ["b": [1, ["c": .null]], "a": "x", "e": [:]])
     }
 
     @Test func duplicateKeysLastWins() throws {

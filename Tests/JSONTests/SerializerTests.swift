@@ -53,7 +53,7 @@ struct SerializerTests {
     @Test func containers() {
         #expect(JSONValue.array([]).serialized() == "[]")
         #expect(JSONValue.object(JSONObject()).serialized() == "{}")
-        let value: JSONValue = ["z": 1, "a": [true, nil, "x"], "m": ["q": [:], "b": []]]
+        let value: JSONValue = ["z": 1, "a": [true, .null, "x"], "m": ["q": [:], "b": []]]
         #expect(value.serialized() == #"{"z":1,"a":[true,null,"x"],"m":{"q":{},"b":[]}}"#)
         #expect(value.serialized(sortedKeys: true) == #"{"a":[true,null,"x"],"m":{"b":[],"q":{}},"z":1}"#)
         #expect(value.description == value.serialized())
@@ -66,7 +66,7 @@ struct SerializerTests {
     }
 
     @Test func prettyPrinting() {
-        let value: JSONValue = ["b": [1, 2.5], "a": ["x": nil, "e": [:], "l": []], "s": "v"]
+        let value: JSONValue = ["b": [1, 2.5], "a": ["x": .null, "e": [:], "l": []], "s": "v"]
         let expected = """
             {
               "b": [

@@ -73,7 +73,7 @@ public struct LogSink: Sendable {
 
     public static func standardError(format: Format) -> LogSink {
         LogSink(format: format) { line in
-            FileHandle.standardError.write(Data((line + "\n").utf8))
+            try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
         }
     }
 

@@ -10,12 +10,12 @@ protocol Command: SendableMetatype {
 /// Where commands write: stdout for results, stderr for errors and logs.
 enum Console {
     static func error(_ message: String) {
-        FileHandle.standardError.write(Data("thing-agent: \(message)\n".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("thing-agent: \(message)\n".utf8))
     }
 
     /// A line on stdout, written at once (print buffers when stdout is not a terminal).
     static func out(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        try? FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
     }
 }
 

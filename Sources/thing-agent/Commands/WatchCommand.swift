@@ -24,7 +24,11 @@ enum WatchCommand: Command {
             if let screen {
                 await screen.run(agent: agent, updates: updates, broker: configuration.broker)
             } else {
-                for await event in updates { FileHandle.standardOutput.write(Data((describe(event) + "\n").utf8)) }
+                // A reader that goes away (`watch | head`) ends the command instead of crashing it.
+                for await event in updates {
+                    guard (try? FileHandle.standardOutput.write(contentsOf: Data((describe(event) + "\n").utf8))) != nil
+                    else { break }
+                }
             }
         }
         let signals = SignalWatcher([SIGINT, SIGTERM]) { _ in done.cancel() }
@@ -100,7 +104,7 @@ final class TerminalScreen: Sendable {
     }
 
     private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        try? FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
     }
 
 }

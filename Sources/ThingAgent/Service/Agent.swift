@@ -240,7 +240,7 @@ public final class Agent: Sendable {
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
     public func stop() async {
         if role == .service, client.state == .connected {
-            // The broker's acknowledgement is waited for half a second at most: under load it can queue behind a
+            // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a
             // backlog of messages to the agent (seen taking 2 s), and the announcement goes out before the
             // DISCONNECT either way (the SIGTERM-under-load test checks it arrives). Disconnecting fails the wait.
             let client = client, topic = configuration.announceTopic
@@ -250,7 +250,7 @@ public final class Agent: Sendable {
                                               retain: true)
                 }
                 group.addTask {
-                    guard (try? await Task.sleep(for: .milliseconds(500))) != nil else { return }
+                    guard (try? await Task.sleep(for: .milliseconds(200))) != nil else { return }
                     await client.disconnect()
                 }
                 await group.next()

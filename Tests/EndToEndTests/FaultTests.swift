@@ -159,7 +159,9 @@ struct FaultTests {
                 journaledOnly += tail.count
 
                 try await Task.sleep(for: random.milliseconds(0...300))
-                try await harness.startDaemon(environment: environment)
+                // Up to 30 s: on a busy machine the restarted agent's announcement waits behind the backlog the
+                // broker kept for it, and "connected and subscribed" comes after that.
+                try await harness.startDaemon(environment: environment, timeout: .seconds(30))
                 // Started: the journal was replayed into SQLite before the broker was contacted.
                 let restored = try await harness.counters()
                 for (device, n) in stored {
@@ -358,7 +360,7 @@ struct FaultTests {
             #expect(try await sqlite3(copy, rows) == (try await sqlite3(harness.database, rows)))
 
             // The rest of the stream waited at the broker and arrives after the restart.
-            try await harness.startDaemon()
+            try await harness.startDaemon(timeout: .seconds(30))
             #expect(harness.daemon?.log.contains("replayed the journal") == false)
             for publisher in publishers {
                 try await harness.waitForWholeStream(publisher.device.id, last: await publisher.last)

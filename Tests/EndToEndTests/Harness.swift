@@ -24,14 +24,15 @@ final class AgentHarness: Sendable {
 
     /// Starts `thing-agent run` and waits until it announced itself online. `offline`: against a broker that is
     /// not there instead, waiting only until the cache is loaded (and the journal replayed into it).
-    func startDaemon(_ extra: [String] = [], environment: [String: String] = [:], offline: Bool = false) async throws {
+    func startDaemon(_ extra: [String] = [], environment: [String: String] = [:], offline: Bool = false,
+                     timeout: Duration = .seconds(10)) async throws {
         let brokerURL = offline ? "mqtt://127.0.0.1:\(try freeLoopbackPort())" : broker.url
         let arguments = ["run", "--broker", brokerURL, "--db", database, "--client-id", clientID] + extra
         let daemon = try DaemonProcess(thingAgentExecutable(), arguments,
                                        environment: environment, logPath: directory + "/daemon.log")
         daemonBox.set(daemon)
         let ready = offline ? "cache loaded" : "connected and subscribed"
-        try await waitUntil(timeout: .seconds(10)) { daemon.log.contains(ready) || !daemon.isRunning }
+        try await waitUntil(timeout: timeout) { daemon.log.contains(ready) || !daemon.isRunning }
         guard daemon.isRunning else {
             throw TestSupportError("the daemon exited: \(daemon.log)")
         }

@@ -170,9 +170,6 @@ extension DeviceInfo {
         let key: String
         let column: String
         let type: FieldType
-        /// Values many devices share (a product id, abilities, a hardware description): the cache load
-        /// parses each distinct one once.
-        var shared = false
     }
 
     enum FieldType: Sendable {
@@ -201,26 +198,26 @@ extension DeviceInfo {
     /// Every field of the model, in PROTOCOL.md's order. The cache has one column per field.
     static let fields: [Field] = [
         Field(key: "name", column: "name", type: .string),
-        Field(key: "productId", column: "product_id", type: .string, shared: true),
-        Field(key: "category", column: "category", type: .oneOf(DeviceCategory.allCases.map(\.rawValue)), shared: true),
+        Field(key: "productId", column: "product_id", type: .string),
+        Field(key: "category", column: "category", type: .oneOf(DeviceCategory.allCases.map(\.rawValue))),
         Field(key: "ip", column: "ip", type: .string),
         Field(key: "lanIp", column: "lan_ip", type: .string),
         Field(key: "mac", column: "mac", type: .string),
-        Field(key: "timezone", column: "timezone", type: .string, shared: true),
-        Field(key: "netStrength", column: "net_strength", type: .string, shared: true),
+        Field(key: "timezone", column: "timezone", type: .string),
+        Field(key: "netStrength", column: "net_strength", type: .string),
         Field(key: "wifiSignal", column: "wifi_signal", type: .integer),
         Field(key: "iccid", column: "iccid", type: .string),
         Field(key: "rsrp", column: "rsrp", type: .integer),
         Field(key: "channel", column: "channel", type: .integer),
-        Field(key: "vendorName", column: "vendor_name", type: .string, shared: true),
+        Field(key: "vendorName", column: "vendor_name", type: .string),
         Field(key: "homekitCode", column: "homekit_code", type: .string),
         Field(key: "connectAbility", column: "connect_ability",
-              type: .oneOf(ConnectAbility.allCases.map(\.rawValue)), shared: true),
-        Field(key: "gatewayId", column: "gateway_id", type: .string, shared: true),
+              type: .oneOf(ConnectAbility.allCases.map(\.rawValue))),
+        Field(key: "gatewayId", column: "gateway_id", type: .string),
         Field(key: "spaceId", column: "space_id", type: .integer),
-        Field(key: "firmwareVersion", column: "firmware_version", type: .string, shared: true),
-        Field(key: "abilities", column: "abilities", type: .stringArray, shared: true),
-        Field(key: "hardwareInfo", column: "hardware_info", type: .object, shared: true),
+        Field(key: "firmwareVersion", column: "firmware_version", type: .string),
+        Field(key: "abilities", column: "abilities", type: .stringArray),
+        Field(key: "hardwareInfo", column: "hardware_info", type: .object),
     ]
 
     static let indexByKey: [String: Int] = Dictionary(uniqueKeysWithValues: fields.enumerated().map { ($1.key, $0) })

@@ -100,3 +100,20 @@ struct JournalCompactionTests {
         upper - ((upper - residue) % modulo + modulo) % modulo
     }
 }
+
+@Suite("Times that move without a value change")
+struct TimeOnlyChangeTests {
+    /// A repeated status with a newer time tells no listener anything, but its time must reach SQLite: otherwise,
+    /// after a restart, a report older than it (and newer than the stored time) would win.
+    @Test func aNewerRepeatOfTheStatusIsPersisted() throws {
+        let directory = try makeTemporaryDirectory("time-only")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/cache.sqlite"
+        let writer = CacheWriter(store: try CacheStore(path: path), journal: nil, cache: DeviceCache(), hub: EventHub())
+        #expect(try writer.apply(.status(online: true, time: t0), to: "d1", now: t0) != .unchanged)
+        #expect(try writer.apply(.status(online: true, time: t0 + 500), to: "d1", now: t0) == .unchanged)
+        #expect(writer.hasDirty, "the moved time is marked for SQLite")
+        try writer.flush()
+        #expect(try CacheReader(path: path).device("d1")?.statusTime == t0 + 500)
+    }
+}

@@ -28,8 +28,9 @@ final class CacheWriter: Sendable {
 
         mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
             for change in changes.properties { properties.insert(change.code) }
-            if changes.transfer != nil { transfer = true }
-            if isNew || changes.status != nil || changes.wifiSignal != nil || changes.rsrp != nil || changes.info {
+            if changes.transfer != nil || changes.timesMoved { transfer = true }
+            if isNew || changes.status != nil || changes.wifiSignal != nil || changes.rsrp != nil || changes.info
+                || changes.timesMoved {
                 row = true
             }
         }
@@ -51,6 +52,9 @@ final class CacheWriter: Sendable {
     private let ingest: Mutex<IngestState>
     /// The SQLite side; nil for a memory-only cache (`thing-agent watch` must not write the daemon's file).
     let store: Mutex<CacheStore?>
+    /// One flush or compaction at a time: each takes its cut under the ingest lock but writes after releasing it,
+    /// so two running together could commit an older cut after a newer one (and move the journal position back).
+    private let flushing = Mutex(())
     /// Wakes the flusher when the dirty set stops being empty.
     let dirtySignal = DispatchSemaphore(value: 0)
 
@@ -74,7 +78,7 @@ final class CacheWriter: Sendable {
     func apply(_ message: InboundMessage, to deviceId: String, now: Millis,
                raw: (topic: String, payload: [UInt8])? = nil) throws -> Outcome {
         if sharesFile { return try applyToSharedFile(message, to: deviceId, now: now) }
-        return try applyInPlace(to: deviceId, now: now) { _ in (message, raw) } ?? .unchanged
+        return try applyInPlace(to: deviceId, now: now, prepared: (message, raw)) ?? .unchanged
     }
 
     /// A message to apply and, when it is to be journaled, its raw form.
@@ -83,11 +87,12 @@ final class CacheWriter: Sendable {
     /// The in-place path: under the ingest lock, `prepare` sees the device's current snapshot and gives the message
     /// to apply (nil: nothing to do, and nil is returned); it is journaled, applied, marked dirty; then listeners
     /// hear of it.
-    func applyInPlace(to deviceId: String, now: Millis,
-                      _ prepare: (DeviceSnapshot?) -> Prepared?) throws -> Outcome? {
+    /// `prepared` skips `prepare` (and the copy of the snapshot it would need): the receive path's case.
+    func applyInPlace(to deviceId: String, now: Millis, prepared: Prepared? = nil,
+                      _ prepare: ((DeviceSnapshot?) -> Prepared?)? = nil) throws -> Outcome? {
         let wantsEvents = hub.hasListeners
         let (outcome, events, wake) = try ingest.withLock { state throws -> (Outcome?, [DeviceEvent], Bool) in
-            guard let (message, raw) = prepare(cache.device(deviceId)) else { return (nil, [], false) }
+            guard let (message, raw) = prepared ?? prepare?(cache.device(deviceId)) else { return (nil, [], false) }
             if let raw, let journal = state.journal {
                 try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
             }
@@ -98,10 +103,15 @@ final class CacheWriter: Sendable {
                 let events = wantsEvents && !changes.isEmpty ? changes.events(for: device) : []
                 return (changes, isNew, events)
             }
-            guard let (changes, isNew, deviceEvents) = applied, !changes.isEmpty || isNew else {
+            guard let (changes, isNew, deviceEvents) = applied, !changes.isEmpty || isNew || changes.timesMoved else {
                 return (.unchanged, [], false)
             }
             let wasClean = state.dirty.isEmpty
+            if changes.isEmpty && !isNew {
+                // Only a time moved: persisted, not an event and not a change for the counters.
+                state.dirty[deviceId, default: Dirty()].mark(changes, isNew: false)
+                return (.unchanged, [], wasClean)
+            }
             state.dirty[deviceId, default: Dirty()].mark(changes, isNew: isNew)
             var events = deviceEvents
             if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
@@ -155,6 +165,10 @@ final class CacheWriter: Sendable {
     /// the `meta` rows given (the daemon's receive-path counters). The SQLite work runs outside the ingest lock; on
     /// failure the dirty marks are kept for the next try.
     func flush(meta: [String: Int64] = [:]) throws {
+        try flushing.withLock { _ in try flushNow(meta: meta) }
+    }
+
+    private func flushNow(meta: [String: Int64]) throws {
         let (devices, dirty, position) = ingest.withLock { state -> ([DeviceSnapshot], [String: Dirty], (UInt64, Int64)?) in
             let dirty = state.dirty
             state.dirty = [:]
@@ -175,6 +189,10 @@ final class CacheWriter: Sendable {
     /// so this writes what is dirty itself, holding the ingest lock throughout (a pause of one flush every
     /// `threshold` bytes of messages), so that no record slips in between the write and the reset.
     func compactJournal(threshold: Int64) throws {
+        try flushing.withLock { _ in try compactJournalNow(threshold: threshold) }
+    }
+
+    private func compactJournalNow(threshold: Int64) throws {
         try ingest.withLock { state in
             guard let journal = state.journal, journal.end > threshold else { return }
             if !state.dirty.isEmpty {

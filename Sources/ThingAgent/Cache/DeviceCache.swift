@@ -59,7 +59,4 @@ public final class DeviceCache: Sendable {
         devices.withLock { $0[snapshot.id] = snapshot }
     }
 
-    func replaceAll(_ snapshots: [String: DeviceSnapshot]) {
-        devices.withLock { $0 = snapshots }
-    }
 }

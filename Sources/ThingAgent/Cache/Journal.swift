@@ -108,10 +108,15 @@ final class Journal {
         writeHeader()
         end = Int64(Self.headerSize)
         if capacity > Self.initialCapacity {
+            // Map the smaller file before letting go of the old mapping: a failure keeps a usable journal.
+            guard ftruncate(fd, off_t(Self.initialCapacity)) == 0 else { return }
+            guard let smaller = try? Self.map(fd, Self.initialCapacity, path: path) else {
+                _ = ftruncate(fd, off_t(capacity))  // the old mapping must stay backed by the file
+                return
+            }
             munmap(base, capacity)
+            base = smaller
             capacity = Self.initialCapacity
-            guard ftruncate(fd, off_t(capacity)) == 0 else { throw JournalError(path: path, operation: "shrink", code: errno) }
-            base = try Self.map(fd, capacity, path: path)
         }
     }
 

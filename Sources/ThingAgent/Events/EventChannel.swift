@@ -54,7 +54,8 @@ final class EventChannel: Sendable {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state -> Bool in
-                        if state.finished || !state.buffer.isEmpty { return true }
+                        // Cancelled before the waiter was set: `onCancel` found none to resume, so do not wait.
+                        if state.finished || !state.buffer.isEmpty || Task.isCancelled { return true }
                         state.waiter = waiter
                         return false
                     }

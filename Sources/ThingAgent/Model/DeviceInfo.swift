@@ -32,7 +32,6 @@ public struct DeviceInfo: Sendable, Equatable {
         self.signal = (wifiSignal, rsrp)
     }
 
-    static let signalIndices: Set<Int> = [wifiIndex, rsrpIndex]
 
     public static func == (lhs: DeviceInfo, rhs: DeviceInfo) -> Bool {
         lhs.devId == rhs.devId && lhs.storage == rhs.storage && lhs.signal == rhs.signal

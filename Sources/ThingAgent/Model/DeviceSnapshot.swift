@@ -54,15 +54,13 @@ struct AppliedChanges: Sendable, Equatable {
     var rsrp: SignalReading?
     var info = false
     var transfer: TransferInfo?
+    /// A newer report repeated a value: only its time moved (status, info or transfer time). Nothing to tell
+    /// listeners, but the time must reach SQLite, or an older report could win again after a restart.
+    var timesMoved = false
 
+    /// Nothing a listener would hear of (`timesMoved` aside).
     var isEmpty: Bool {
         properties.isEmpty && status == nil && wifiSignal == nil && rsrp == nil && !info && transfer == nil
-    }
-
-    func merging(_ other: AppliedChanges) -> AppliedChanges {
-        var merged = self
-        merged.merge(other)
-        return merged
     }
 
     /// Adds `other`, a later change of the same device.
@@ -73,6 +71,7 @@ struct AppliedChanges: Sendable, Equatable {
         rsrp = other.rsrp ?? rsrp
         info = info || other.info
         transfer = other.transfer ?? transfer
+        timesMoved = timesMoved || other.timesMoved
     }
 }
 
@@ -105,6 +104,7 @@ extension DeviceSnapshot {
         case .status(let isOnline, let time):
             if let statusTime, time < statusTime || (time == statusTime && online == isOnline) { break }
             statusTime = time
+            changes.timesMoved = true
             if online != isOnline {
                 online = isOnline
                 statusChangedAt = time
@@ -122,6 +122,7 @@ extension DeviceSnapshot {
             var merged = info
             try merged.merge(report)
             if let infoTime, time < infoTime { break }
+            changes.timesMoved = changes.timesMoved || infoTime != time
             infoTime = time
             changes.info = merged != info
             info = merged
@@ -135,6 +136,7 @@ extension DeviceSnapshot {
                 status: report.status, failedCode: report.failedCode, time: report.time, updatedAt: now)
             if var current = transfer, current.status == next.status, current.targetDeviceId == next.targetDeviceId,
                current.failedCode == next.failedCode {
+                changes.timesMoved = changes.timesMoved || current.time != next.time
                 current.time = next.time
                 transfer = current
                 break

@@ -276,8 +276,9 @@ final class CacheStore {
             case (_, .string), (_, .oneOf): row.withText(i) { $0.map { builder.appendString($0) } ?? builder.appendNull() }
             }
         }
-        var device = DeviceSnapshot(id: id, seenAt: 0)
-        device.info = DeviceInfo(devId: id, storage: builder.build(), wifiSignal: signal.wifi, rsrp: signal.rsrp)
+        var device = DeviceSnapshot(
+            id: id, info: DeviceInfo(devId: id, storage: builder.build(), wifiSignal: signal.wifi, rsrp: signal.rsrp),
+            seenAt: 0)
         device.infoTime = optionalInt(next())
         device.online = optionalInt(next()).map { $0 != 0 }
         device.statusTime = optionalInt(next())

@@ -28,8 +28,12 @@ public struct DeviceSnapshot: Sendable, Equatable {
     public internal(set) var updatedAt: Millis
 
     public init(id: String, seenAt: Millis) {
+        self.init(id: id, info: DeviceInfo(devId: id), seenAt: seenAt)
+    }
+
+    init(id: String, info: DeviceInfo, seenAt: Millis) {
         self.id = id
-        self.info = DeviceInfo(devId: id)
+        self.info = info
         self.properties = PropertyTable()
         self.firstSeen = seenAt
         self.updatedAt = seenAt

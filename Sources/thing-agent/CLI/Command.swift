@@ -22,15 +22,22 @@ enum Console {
 extension Command {
     /// Opens the cache file read-only, with an error that says what to do when it is missing.
     static func openCache(_ configuration: AgentConfiguration) throws -> CacheReader {
+        try openExisting(configuration, verb: "read") { try CacheReader(path: $0) }
+    }
+
+    /// Opens something over the cache file (a reader, the local store), which must exist: an error says what to do
+    /// when it does not, or why it cannot be opened.
+    static func openExisting<T>(_ configuration: AgentConfiguration, verb: String,
+                                _ open: (String) throws -> T) throws -> T {
         guard FileManager.default.fileExists(atPath: configuration.database) else {
             throw CommandFailure(code: .failure, message: """
                 no cache at \(configuration.database): start the daemon (thing-agent run) or pass --db PATH
                 """)
         }
         do {
-            return try CacheReader(path: configuration.database)
+            return try open(configuration.database)
         } catch {
-            throw CommandFailure(code: .failure, message: "cannot read the cache \(configuration.database): \(error)")
+            throw CommandFailure(code: .failure, message: "cannot \(verb) the cache \(configuration.database): \(error)")
         }
     }
 

@@ -5,16 +5,7 @@ import ThingAgent
 extension Command {
     /// Opens the local store of the cache file (edits, groups, networks), which must exist.
     static func openLocal(_ configuration: AgentConfiguration) throws -> LocalStore {
-        guard FileManager.default.fileExists(atPath: configuration.database) else {
-            throw CommandFailure(code: .failure, message: """
-                no cache at \(configuration.database): start the daemon (thing-agent run) or pass --db PATH
-                """)
-        }
-        do {
-            return try LocalStore(path: configuration.database)
-        } catch {
-            throw CommandFailure(code: .failure, message: "cannot open the cache \(configuration.database): \(error)")
-        }
+        try openExisting(configuration, verb: "open") { try LocalStore(path: $0) }
     }
 
     /// Fails with exit 1 unless the device is in the cache file.

@@ -4,12 +4,16 @@ import TestSupport
 @testable import ThingAgent
 
 @Suite("Journal")
-struct JournalTests {
+final class JournalTests {
     let directory: String
     var path: String { directory + "/cache.sqlite.journal" }
 
     init() throws {
         directory = try makeTemporaryDirectory("journal")
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: directory)
     }
 
     @Test func recordsSurviveReopening() throws {

@@ -13,12 +13,24 @@ public final class MosquittoBroker: Sendable {
         public var tls: Bool = false
         /// Whether the TLS listener demands a client certificate signed by the test CA.
         public var requireClientCertificate: Bool = true
+        /// Which certificate the TLS listener presents.
+        public var serverCertificate: ServerCertificate = .valid
         /// Keeps sessions and retained messages in a database that survives `restart()`; it is saved every second
         /// (a killed broker writes nothing at exit).
         public var persistence: Bool = false
         /// Appended to the generated configuration.
         public var extraConfig: String = ""
         public init() {}
+    }
+
+    /// Test CA-signed certificates a TLS listener can present.
+    public enum ServerCertificate: Sendable {
+        /// For 127.0.0.1 and localhost, valid for two days.
+        case valid
+        /// For elsewhere.example only.
+        case wrongHost
+        /// Expired.
+        case expired
     }
 
     public let port: Int
@@ -133,11 +145,16 @@ public final class MosquittoBroker: Sendable {
             lines.append("user root")
         }
         if let tlsPort, let certificates {
+            let (certFile, keyFile) = switch options.serverCertificate {
+            case .valid: (certificates.serverCertFile, certificates.serverKeyFile)
+            case .wrongHost: (certificates.wrongHostCertFile, certificates.wrongHostKeyFile)
+            case .expired: (certificates.expiredCertFile, certificates.expiredKeyFile)
+            }
             lines += [
                 "listener \(tlsPort) 127.0.0.1",
                 "cafile \(certificates.caFile)",
-                "certfile \(certificates.serverCertFile)",
-                "keyfile \(certificates.serverKeyFile)",
+                "certfile \(certFile)",
+                "keyfile \(keyFile)",
                 "require_certificate \(options.requireClientCertificate)",
             ]
         }

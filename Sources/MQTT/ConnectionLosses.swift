@@ -1,0 +1,63 @@
+internal import CMosquitto
+
+/// What a lost connection means, and where the reconnect backoff resumes. A pure value, checked in tests.
+///
+/// Two clients with the same client id take the connection from each other: the broker closes the older one as
+/// soon as the other connects. Resetting the backoff after every successful connect would make them fight several
+/// times a second, so a connection that did not last `stableConnection` keeps the backoff where it was.
+struct ConnectionLosses: Sendable {
+    static let sessionTakenOver: Int32 = 0x8E
+
+    let stableConnection: Duration
+    let quickLossesBeforeReport: Int
+    /// The backoff attempt the next reconnect starts from.
+    private(set) var backoffAttempt = 0
+    /// Losses in a row, each within `stableConnection` of its CONNACK.
+    private(set) var quickLosses = 0
+    private var connectedAt: ContinuousClock.Instant
+
+    init(configuration: MQTTConfiguration, connectedAt: ContinuousClock.Instant = .now) {
+        stableConnection = configuration.stableConnection
+        quickLossesBeforeReport = max(configuration.quickLossesBeforeTakeoverReport, 1)
+        self.connectedAt = connectedAt
+    }
+
+    /// The error to report for a loss: `error` as libmosquitto gave it, unless the broker said why (MQTT 5 DISCONNECT
+    /// `serverReason`) or the pattern of losses says another client uses the same client id.
+    mutating func connectionLost(error: MQTTError, serverReason: Int32?, clientID: String,
+                                 at now: ContinuousClock.Instant = .now) -> MQTTError {
+        if now - connectedAt < stableConnection {
+            quickLosses += 1
+        } else {
+            quickLosses = 1
+            backoffAttempt = 0
+        }
+        if serverReason == Self.sessionTakenOver {
+            return MQTTError(
+                kind: .clientIDInUse, code: Self.sessionTakenOver,
+                message: "another client connected with client id \"\(clientID)\" and the broker closed this "
+                    + "connection (MQTT 5 reason 0x8E, session taken over); each client needs its own client id",
+                context: error.context)
+        }
+        if let serverReason {
+            return MQTTError(
+                kind: .notConnected, code: serverReason,
+                message: "the broker closed the connection: \(String(cString: mosquitto_reason_string(serverReason)))",
+                context: error.context)
+        }
+        if quickLosses >= quickLossesBeforeReport {
+            return MQTTError(
+                kind: .clientIDInUse, code: error.code,
+                message: "the broker closed the connection \(quickLosses) times in a row right after accepting it; "
+                    + "another client probably uses client id \"\(clientID)\" (each client needs its own)",
+                context: error.context)
+        }
+        return error
+    }
+
+    /// A reconnect succeeded after backoff attempts up to `attempts`.
+    mutating func reconnected(after attempts: Int, at now: ContinuousClock.Instant = .now) {
+        connectedAt = now
+        backoffAttempt = attempts
+    }
+}

@@ -5,18 +5,18 @@ internal import CMosquitto
 /// Two clients with the same client id take the connection from each other: the broker closes the older one as
 /// soon as the other connects. Resetting the backoff after every successful connect would make them fight several
 /// times a second, so a connection that did not last `stableConnection` keeps the backoff where it was.
-struct ConnectionLosses: Sendable {
-    static let sessionTakenOver: Int32 = 0x8E
+package struct ConnectionLosses: Sendable {
+    package static let sessionTakenOver: Int32 = 0x8E
 
-    let stableConnection: Duration
-    let quickLossesBeforeReport: Int
+    package let stableConnection: Duration
+    package let quickLossesBeforeReport: Int
     /// The backoff attempt the next reconnect starts from.
-    private(set) var backoffAttempt = 0
+    package private(set) var backoffAttempt = 0
     /// Losses in a row, each within `stableConnection` of its CONNACK.
-    private(set) var quickLosses = 0
+    package private(set) var quickLosses = 0
     private var connectedAt: ContinuousClock.Instant
 
-    init(configuration: MQTTConfiguration, connectedAt: ContinuousClock.Instant = .now) {
+    package init(configuration: MQTTConfiguration, connectedAt: ContinuousClock.Instant = .now) {
         stableConnection = configuration.stableConnection
         quickLossesBeforeReport = max(configuration.quickLossesBeforeTakeoverReport, 1)
         self.connectedAt = connectedAt
@@ -24,7 +24,7 @@ struct ConnectionLosses: Sendable {
 
     /// The error to report for a loss: `error` as libmosquitto gave it, unless the broker said why (MQTT 5 DISCONNECT
     /// `serverReason`) or the pattern of losses says another client uses the same client id.
-    mutating func connectionLost(error: MQTTError, serverReason: Int32?, clientID: String,
+    package mutating func connectionLost(error: MQTTError, serverReason: Int32?, clientID: String,
                                  at now: ContinuousClock.Instant = .now) -> MQTTError {
         if now - connectedAt < stableConnection {
             quickLosses += 1
@@ -56,7 +56,7 @@ struct ConnectionLosses: Sendable {
     }
 
     /// A reconnect succeeded after backoff attempts up to `attempts`.
-    mutating func reconnected(after attempts: Int, at now: ContinuousClock.Instant = .now) {
+    package mutating func reconnected(after attempts: Int, at now: ContinuousClock.Instant = .now) {
         connectedAt = now
         backoffAttempt = attempts
     }

@@ -33,6 +33,8 @@ public final class Agent: Sendable {
     let transferWatch: TransferWatch
     let flusher: CacheFlusher
     let client: MQTTClient
+    /// Connects, losses and reconnects, logged and counted.
+    let connectionLog: ConnectionLog
     /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
     public let local: LocalStore?
     /// The API's request queue; nil unless the daemon serves the API.
@@ -109,21 +111,14 @@ public final class Agent: Sendable {
         if role == .service {
             transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
         }
+        let mqtt = Self.mqttConfiguration(configuration, role: role)
+        let connectionLog = ConnectionLog(broker: configuration.broker, clientID: mqtt.clientID, logger: logger,
+                                          quiet: role != .service)
+        self.connectionLog = connectionLog
         client = try MQTTClient(
-            configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
+            configuration: mqtt, streamMessages: false,
             onMessage: { message in ingestor.handle(message) },
-            onStateChange: { state, error in
-                switch state {
-                case .reconnecting(let reason):
-                    logger.warning("connection lost; reconnecting", metadata: ["reason": reason])
-                case .connected:
-                    logger.debug("connected", metadata: ["broker": configuration.broker])
-                case .stopped:
-                    if let error { logger.error("stopped: \(error)") }
-                default:
-                    break
-                }
-            })
+            onStateChange: { state, error in connectionLog.changed(state, error) })
     }
 
     /// Counters of the receive path.
@@ -141,8 +136,8 @@ public final class Agent: Sendable {
         }
         try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []))
         if role == .service {
-            try await client.publish(configuration.announceTopic, payload: Self.announcement(online: true),
-                                     qos: .atLeastOnce, retain: true)
+            // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
+            // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
             logger.info("connected and subscribed", metadata: [
                 "broker": configuration.broker, "devices": "\(cache.count)", "root": topics.root])
         }
@@ -392,6 +387,11 @@ public final class Agent: Sendable {
         if role == .service {
             mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
                                  qos: .atLeastOnce, retain: true)
+            // After every connect and reconnect, before anything else: the will (or a broker restart without
+            // persistence) left the retained status offline or empty while the agent works again.
+            mqtt.birth = MQTTBirth(topic: config.announceTopic, qos: .atLeastOnce, retain: true) {
+                announcement(online: true)
+            }
         }
         return mqtt
     }

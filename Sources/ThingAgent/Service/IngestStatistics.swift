@@ -10,15 +10,16 @@ public enum DropReason: String, Sendable, CaseIterable {
     case oversized
     /// Not valid JSON, not an object, or of the wrong shape.
     case malformed
-    /// An answer with no request waiting for it (unknown `msgId`, or late after a timeout).
+    /// An answer to one of this agent's requests that came after the request ended (timed out or cancelled).
+    /// Answers to other clients' requests are not drops: they count as `forOtherClients`.
     case unmatchedResponse
     /// Could not be written to the cache (disk full, read-only file).
     case storeFailed
 }
 
-/// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason.
-/// `received` is counted on arrival and the outcome after it, so while messages flow a snapshot may be a message
-/// or so apart; in a quiet moment `received == applied + unchanged + droppedTotal`.
+/// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, for other
+/// clients, a drop reason. `received` is counted on arrival and the outcome after it, so while messages flow a
+/// snapshot may be a message or so apart; in a quiet moment `received == outcomes`.
 public struct IngestStatistics: Sendable, Equatable {
     public var received = 0
     /// Changed the cache.
@@ -26,8 +27,13 @@ public struct IngestStatistics: Sendable, Equatable {
     /// Stale or repeated: nothing to change. Answers to requests count here too.
     public var unchanged = 0
     public var dropped: [DropReason: Int] = [:]
+    /// Answers addressed to another client (a CLI command's, another agent's): every client hears every answer,
+    /// and these are normal traffic, not drops.
+    public var forOtherClients = 0
 
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
+    /// Messages that ended in an outcome: `received` once the last one is counted.
+    public var outcomes: Int { applied + unchanged + forOtherClients + droppedTotal }
 }
 
 /// The live counters behind `IngestStatistics`: lock-free, since the receive path bumps two per message.
@@ -35,11 +41,13 @@ final class IngestCounters: Sendable {
     private let received = Atomic<Int>(0)
     private let applied = Atomic<Int>(0)
     private let unchanged = Atomic<Int>(0)
+    private let forOtherClients = Atomic<Int>(0)
     private let drops = Mutex<[DropReason: Int]>([:])
 
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countApplied() { applied.add(1, ordering: .relaxed) }
     func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
+    func countForOtherClients() { forOtherClients.add(1, ordering: .relaxed) }
     /// Drops are rare; a lock is fine there.
     func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
 
@@ -48,6 +56,7 @@ final class IngestCounters: Sendable {
         stats.received = received.load(ordering: .relaxed)
         stats.applied = applied.load(ordering: .relaxed)
         stats.unchanged = unchanged.load(ordering: .relaxed)
+        stats.forOtherClients = forOtherClients.load(ordering: .relaxed)
         stats.dropped = drops.withLock { $0 }
         return stats
     }
@@ -56,16 +65,17 @@ final class IngestCounters: Sendable {
         received.store(0, ordering: .relaxed)
         applied.store(0, ordering: .relaxed)
         unchanged.store(0, ordering: .relaxed)
+        forOtherClients.store(0, ordering: .relaxed)
         drops.withLock { $0 = [:] }
     }
 }
 
 extension IngestStatistics {
     /// The counters as the daemon writes them into the cache's `meta` table (README, "The cache file"):
-    /// `ingest.received`, `ingest.applied`, `ingest.unchanged` and `ingest.dropped.<reason>` for every reason.
+    /// `ingest.received`, `ingest.applied`, `ingest.unchanged`, `ingest.forOtherClients` and `ingest.dropped.<reason>` for every reason.
     var metaRows: [String: Int64] {
         var rows = ["ingest.received": Int64(received), "ingest.applied": Int64(applied),
-                    "ingest.unchanged": Int64(unchanged)]
+                    "ingest.unchanged": Int64(unchanged), "ingest.forOtherClients": Int64(forOtherClients)]
         for reason in DropReason.allCases { rows["ingest.dropped.\(reason.rawValue)"] = Int64(dropped[reason] ?? 0) }
         return rows
     }
@@ -79,6 +89,7 @@ extension IngestStatistics {
         self.received = Int(received)
         applied = Int(rows["ingest.applied"] ?? 0)
         unchanged = Int(rows["ingest.unchanged"] ?? 0)
+        forOtherClients = Int(rows["ingest.forOtherClients"] ?? 0)
         for reason in DropReason.allCases {
             if let count = rows["ingest.dropped.\(reason.rawValue)"], count > 0 { dropped[reason] = Int(count) }
         }

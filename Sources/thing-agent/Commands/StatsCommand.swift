@@ -5,7 +5,7 @@ import ThingAgent
 enum StatsCommand: Command {
     static let spec = CommandSpec(
         name: "stats",
-        summary: "show the daemon's receive-path counters: received, applied, unchanged, dropped by reason",
+        summary: "show the daemon's receive-path counters: received, applied, unchanged, for other clients, dropped",
         usage: "thing-agent stats [--json] [options]",
         options: [
             OptionSpec(name: "json", valueName: nil, help: "print a JSON object"),
@@ -13,8 +13,9 @@ enum StatsCommand: Command {
         discussion: """
             Reads the counters the daemon keeps in the cache file's meta table: written with each batch it
             writes, every second while only counters move, and at a graceful stop. They count from the
-            daemon's last start; every message received ends as applied, unchanged or dropped, so
-            received = applied + unchanged + dropped.
+            daemon's last start; every message received ends as applied, unchanged, for other clients (answers
+            to another client's request, which every client hears) or dropped, so
+            received = applied + unchanged + forOtherClients + dropped.
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -33,14 +34,15 @@ enum StatsCommand: Command {
             for reason in DropReason.allCases { dropped[reason.rawValue] = .integer(Int64(stats.dropped[reason] ?? 0)) }
             Format.printJSON(.object(JSONObject([
                 ("received", .integer(Int64(stats.received))), ("applied", .integer(Int64(stats.applied))),
-                ("unchanged", .integer(Int64(stats.unchanged))), ("dropped", .object(dropped)),
+                ("unchanged", .integer(Int64(stats.unchanged))),
+                ("forOtherClients", .integer(Int64(stats.forOtherClients))), ("dropped", .object(dropped)),
                 ("droppedTotal", .integer(Int64(stats.droppedTotal))), ("since", .integer(stored.since)),
             ])))
             return .success
         }
         let now = Timestamp.current
         var rows = [("received", stats.received), ("applied", stats.applied), ("unchanged", stats.unchanged),
-                    ("dropped", stats.droppedTotal)]
+                    ("for other clients", stats.forOtherClients), ("dropped", stats.droppedTotal)]
         for reason in DropReason.allCases {
             if let count = stats.dropped[reason] { rows.append(("  \(reason.rawValue)", count)) }
         }

@@ -25,6 +25,11 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
@@ -34,7 +39,7 @@ let package = Package(
         .target(name: "JSON", swiftSettings: swift6),
         .target(name: "MQTT", dependencies: ["CMosquitto", "COpenSSL"], swiftSettings: swift6),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
-        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON"], swiftSettings: swift6),
+        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "CMicroHTTPD"], swiftSettings: swift6),
         .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
         // Benchmarks: a release-built executable that prints figures (README, "Performance").
         .executableTarget(

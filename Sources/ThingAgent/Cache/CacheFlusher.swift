@@ -22,6 +22,8 @@ final class CacheFlusher: Sendable {
     private let started = Atomic<Bool>(false)
     /// The `report` rows SQLite holds (touched by the flusher thread, then by `stop()` after it ended).
     private let reported = Mutex<[String: Int64]?>(nil)
+    /// How the writes to SQLite go: the health check and the metrics read it.
+    let status = FlushStatus()
 
     init(writer: CacheWriter, interval: Duration = .milliseconds(50), journalLimit: Int64 = 64 << 20,
          reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil, logger: Logger) {
@@ -82,12 +84,15 @@ final class CacheFlusher: Sendable {
     }
 
     private func flushOnce(journalLimit: Int64? = nil) {
+        let started = ContinuousClock.now
         do {
             let rows = changedReport()
             try writer.flush(meta: rows ?? [:])
             if let rows { reported.withLock { $0 = rows } }
             try writer.compactJournal(threshold: journalLimit ?? self.journalLimit)
+            status.succeeded(after: ContinuousClock.now - started)
         } catch {
+            status.failed()
             logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
                          metadata: ["error": "\(error)"])
             // Retry after a pause rather than spinning.

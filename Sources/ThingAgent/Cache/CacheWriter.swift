@@ -58,8 +58,12 @@ final class CacheWriter: Sendable {
     /// Wakes the flusher when the dirty set stops being empty.
     let dirtySignal = DispatchSemaphore(value: 0)
 
+    /// The journal's used bytes, read by the metrics without the ingest lock.
+    let journalUsage: AtomicCounter?
+
     init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
          sharesFile: Bool = false) {
+        journalUsage = journal?.usedBytes
         self.store = Mutex(store)
         self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache

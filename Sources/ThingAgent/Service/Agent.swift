@@ -35,6 +35,8 @@ public final class Agent: Sendable {
     let client: MQTTClient
     /// Connects, losses and reconnects, logged and counted.
     let connectionLog: ConnectionLog
+    /// Requests sent to devices, by kind and outcome, and their durations (the metrics).
+    let requestMetrics = RequestMetrics()
     /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
     public let local: LocalStore?
     /// The API's request queue; nil unless the daemon serves the API.
@@ -77,7 +79,10 @@ public final class Agent: Sendable {
         let local = local
         let integration = IntegrationCounters()
         self.integration = integration
-        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events) { device in
+        // Only the daemon warns, and it keeps its warnings in the file so that a restart neither loses nor repeats one.
+        let alerts = role == .service ? try OfflineAlertStore(path: configuration.database) : nil
+        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events, store: alerts,
+                                    logger: logger) { device in
             local?.offlineWarningEnabled(device) ?? true
         }
         transferWatch = TransferWatch(stallTimeout: .seconds(configuration.transferStallTimeout), writer: writer,
@@ -109,6 +114,8 @@ public final class Agent: Sendable {
         try writer.compactJournal(threshold: 0)
         if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
         if role == .service {
+            // After the replay, so that the cache (and the watch) know every status the killed run had taken in.
+            offlineWatch.restore(offline: cache.filter { $0.online == false }.map { ($0.id, $0.updatedAt) })
             transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
         }
         let mqtt = Self.mqttConfiguration(configuration, role: role)
@@ -159,12 +166,21 @@ public final class Agent: Sendable {
             if Task.isCancelled { return }
             throw error
         }
+        let metrics: HTTPServer?
+        do {
+            metrics = try startMetricsServer()
+        } catch {
+            await stop()
+            throw error
+        }
+        defer { metrics?.stop() }
         // The timers, the event feed and the API, until cancelled.
         await withDiscardingTaskGroup { group in
             group.addTask { await self.runTimers() }
             if let events {
                 group.addTask {
                     await EventPublisher.run(events, client: self.client, prefix: self.configuration.eventsTopic,
+                                             qos: QoS(rawValue: self.configuration.eventsQoS) ?? .atLeastOnce,
                                              counters: self.integration)
                 }
             }
@@ -253,6 +269,7 @@ public final class Agent: Sendable {
             }
         }
         await client.disconnect()
+        if role == .service { offlineWatch.save() }
         flusher.stop()
         if role == .service {
             // The WAL goes into the main file, so that the file alone (a copy, a backup) holds everything.
@@ -291,8 +308,10 @@ public final class Agent: Sendable {
                      timeout: Duration? = nil, force: Bool = false) async -> RequestOutcome {
         let started = ContinuousClock.now
         func ended(_ msgId: String?, _ result: Result<Response, RequestError>) -> RequestOutcome {
-            RequestOutcome(deviceId: deviceId, kind: kind, msgId: msgId, result: result,
-                           elapsed: ContinuousClock.now - started)
+            let outcome = RequestOutcome(deviceId: deviceId, kind: kind, msgId: msgId, result: result,
+                                         elapsed: ContinuousClock.now - started)
+            requestMetrics.record(outcome)
+            return outcome
         }
         let msgId: String
         do throws(RequestError) {

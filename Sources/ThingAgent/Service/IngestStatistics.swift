@@ -42,14 +42,15 @@ final class IngestCounters: Sendable {
     private let applied = Atomic<Int>(0)
     private let unchanged = Atomic<Int>(0)
     private let forOtherClients = Atomic<Int>(0)
-    private let drops = Mutex<[DropReason: Int]>([:])
+    /// One counter per reason, made up front: the table never changes, so neither the receive path nor a metrics
+    /// scrape takes a lock for it.
+    private let drops = Dictionary(uniqueKeysWithValues: DropReason.allCases.map { ($0, AtomicCounter()) })
 
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countApplied() { applied.add(1, ordering: .relaxed) }
     func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
     func countForOtherClients() { forOtherClients.add(1, ordering: .relaxed) }
-    /// Drops are rare; a lock is fine there.
-    func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
+    func countDrop(_ reason: DropReason) { drops[reason]?.add() }
 
     var snapshot: IngestStatistics {
         var stats = IngestStatistics()
@@ -57,7 +58,7 @@ final class IngestCounters: Sendable {
         stats.applied = applied.load(ordering: .relaxed)
         stats.unchanged = unchanged.load(ordering: .relaxed)
         stats.forOtherClients = forOtherClients.load(ordering: .relaxed)
-        stats.dropped = drops.withLock { $0 }
+        for (reason, counter) in drops where counter.value > 0 { stats.dropped[reason] = counter.value }
         return stats
     }
 
@@ -66,7 +67,7 @@ final class IngestCounters: Sendable {
         applied.store(0, ordering: .relaxed)
         unchanged.store(0, ordering: .relaxed)
         forOtherClients.store(0, ordering: .relaxed)
-        drops.withLock { $0 = [:] }
+        for counter in drops.values { counter.store(0) }
     }
 }
 

@@ -11,11 +11,11 @@ final class AgentHarness: Sendable {
     let clientID: String
     private let daemonBox = DaemonBox()
 
-    init(broker: MosquittoBroker) throws {
+    init(broker: MosquittoBroker, clientID: String? = nil) throws {
         self.broker = broker
         directory = try makeTemporaryDirectory("thing-agent-e2e")
         database = directory + "/cache.sqlite"
-        clientID = "agent-\(UInt32.random(in: 0...UInt32.max))"
+        self.clientID = clientID ?? "agent-\(UInt32.random(in: 0...UInt32.max))"
     }
 
     var commonArguments: [String] {

@@ -20,7 +20,7 @@ public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {
             if host.contains(":") { return nil }  // an IPv6 address needs brackets
         }
         guard !host.isEmpty, !host.contains(where: { $0 == " " || $0 == "/" }),
-              portText.allSatisfy(\.isASCII), let port = Int(portText), (1...65535).contains(port)
+              portText.allSatisfy({ $0.isASCII && $0.isNumber }), let port = Int(portText), (1...65535).contains(port)
         else { return nil }
         self.host = String(host)
         self.port = port

@@ -1,0 +1,83 @@
+import Foundation
+import MQTT
+import Synchronization
+import ThingAgent
+
+/// What a metrics scrape costs the receive path: the receive path's time per message alone, then while another
+/// thread renders the metrics without pause (a scraper far more eager than any Prometheus), alternating so that a
+/// busy machine hurts both alike; the best of each is kept.
+struct ScrapeBenchmark {
+    let directory: String
+
+    struct Result {
+        var alone: Double
+        var scraped: Double
+        var scrapeMicroseconds: Double
+    }
+
+    func run(_ messages: [(topic: String, payload: [UInt8])], rounds: Int = 3) async throws -> Result {
+        var alone: [Double] = [], scraped: [Double] = [], perScrape: [Double] = []
+        for _ in 0..<rounds {
+            alone.append(try await receive(messages, scraping: false).microsPerMessage)
+            let run = try await receive(messages, scraping: true)
+            scraped.append(run.microsPerMessage)
+            perScrape.append(run.microsPerScrape)
+        }
+        return Result(alone: alone.min() ?? .nan, scraped: scraped.min() ?? .nan,
+                      scrapeMicroseconds: perScrape.min() ?? .nan)
+    }
+
+    private func receive(_ messages: [(topic: String, payload: [UInt8])], scraping: Bool) async throws
+        -> (microsPerMessage: Double, microsPerScrape: Double)
+    {
+        var configuration = AgentConfiguration()
+        configuration.database = directory + "/scrape-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        let agent = try Agent(configuration: configuration, role: .service)
+        let token = agent.events.addListener { _ in }
+        let prepared = messages.map { MQTTMessage(topic: $0.topic, payload: $0.payload, qos: .atLeastOnce, retain: false) }
+        let scraper = Scraper(agent: agent)
+        if scraping { scraper.start() }
+        let seconds = await Measure.seconds {
+            for message in prepared { agent.receive(message) }
+        }
+        let (scrapes, scrapeSeconds) = scraper.stop()
+        token.cancel()
+        await agent.stop()
+        return (seconds / Double(messages.count) * 1e6, scrapes > 0 ? scrapeSeconds / Double(scrapes) * 1e6 : .nan)
+    }
+}
+
+/// A thread that renders the metrics over and over until stopped.
+private final class Scraper: Sendable {
+    let agent: Agent
+    private let stopping = Atomic<Bool>(false)
+    private let done = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+    private let result = Mutex<(Int, Double)>((0, 0))
+
+    init(agent: Agent) { self.agent = agent }
+
+    func start() {
+        started.store(true, ordering: .relaxed)
+        let thread = Thread { [self] in
+            var count = 0
+            let clock = ContinuousClock()
+            let begin = clock.now
+            while !stopping.load(ordering: .relaxed) {
+                _ = agent.metricsText()
+                count += 1
+            }
+            let elapsed = clock.now - begin
+            result.withLock { $0 = (count, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    func stop() -> (scrapes: Int, seconds: Double) {
+        guard started.load(ordering: .relaxed) else { return (0, 0) }
+        stopping.store(true, ordering: .relaxed)
+        done.wait()
+        return result.withLock { $0 }
+    }
+}

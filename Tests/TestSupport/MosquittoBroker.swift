@@ -174,13 +174,18 @@ public final class MosquittoBroker: Sendable {
     }
 
     private func launch() async throws {
+        // mosquitto logs "running" once every listener is open. Waiting for this start's line, and not only for the
+        // ports to accept, makes sure the broker answering is this one: another process's broker on the same port
+        // would accept too, while this one failed to bind and exited.
+        let running = { self.log().components(separatedBy: " running").count }
+        let runningBefore = running()
         let child = try ChildProcess.spawn(
             "/usr/sbin/mosquitto", ["-c", configFile], outputFile: directory + "/mosquitto.out")
         process.withLock { $0 = child }
         let ports = [port] + (tlsPort.map { [$0] } ?? [])
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(10)
-        while !ports.allSatisfy(loopbackPortAccepts) {
+        while running() <= runningBefore || !ports.allSatisfy(loopbackPortAccepts) {
             var status: Int32 = 0
             if waitpid(child.pid, &status, WNOHANG) == child.pid {
                 process.withLock { $0 = nil }

@@ -243,18 +243,15 @@ public final class MQTTClient: Sendable {
         send: (MosquittoHandle, inout Int32) -> (Int32, (ClientCore.Waiter) -> PendingOperation),
         beforeSending: (inout State) -> Void = { _ in }
     ) async throws(MQTTError) {
-        // A cancelled caller stops waiting (the packet stays with the library): a broker that stopped answering must
-        // not hold up a task that is being stopped until the keepalive notices. `registration` is only touched under
-        // the client's lock, so the cancellation either finds the operation or is seen before it is registered.
+        // A cancelled caller stops waiting, but its packet is sent all the same (a stopping agent's last words are
+        // sent from a cancelled task): a broker that stopped answering must not hold up a task that is being stopped
+        // until the keepalive notices. `registration` is only touched under the client's lock, so the cancellation
+        // either finds the operation or is seen before it is registered.
         let registration = RegistrationBox()
         let core = core
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { (waiter: ClientCore.Waiter) in
                 core.withState { state in
-                    if registration.cancelled {
-                        state.effects.resumptions.append((waiter, .failure(Self.cancelledError(context))))
-                        return
-                    }
                     guard let handle = connectedHandle(state, context: context) else {
                         state.effects.resumptions.append((waiter, .failure(notConnectedError(state, context: context))))
                         return
@@ -264,6 +261,10 @@ public final class MQTTClient: Sendable {
                     let (rc, operation) = send(handle, &mid)
                     if rc != 0 {
                         state.effects.resumptions.append((waiter, .failure(.library(rc, context: context))))
+                        return
+                    }
+                    if registration.cancelled {
+                        state.effects.resumptions.append((waiter, .failure(Self.cancelledError(context))))
                         return
                     }
                     state.pending[mid] = operation(waiter)

@@ -4,7 +4,11 @@ internal import CMosquitto
 ///
 /// Two clients with the same client id take the connection from each other: the broker closes the older one as
 /// soon as the other connects. Resetting the backoff after every successful connect would make them fight several
-/// times a second, so a connection that did not last `stableConnection` keeps the backoff where it was.
+/// times a second, so a loss that looks like that keeps the backoff where it was. It looks like that when the broker
+/// says so (MQTT 5 reason 0x8E), or when the connection did not last (less than `stableConnection`, and at least
+/// twice the longest reconnect pause, which is how long the other client can stay away) although the broker was up
+/// all along (the reconnect before it worked at the first try). A broker that restarts is down for a moment, so its
+/// clients' reconnects take more than one try: that is not taken for a second client.
 package struct ConnectionLosses: Sendable {
     package static let sessionTakenOver: Int32 = 0x8E
 
@@ -12,12 +16,14 @@ package struct ConnectionLosses: Sendable {
     package let quickLossesBeforeReport: Int
     /// The backoff attempt the next reconnect starts from.
     package private(set) var backoffAttempt = 0
-    /// Losses in a row, each within `stableConnection` of its CONNACK.
+    /// Losses in a row that look like another client with the same id.
     package private(set) var quickLosses = 0
     private var connectedAt: ContinuousClock.Instant
+    /// Whether the reconnect that made the current connection worked at its first try (the first connect counts).
+    private var reconnectedAtOnce = true
 
     package init(configuration: MQTTConfiguration, connectedAt: ContinuousClock.Instant = .now) {
-        stableConnection = configuration.stableConnection
+        stableConnection = max(configuration.stableConnection, configuration.reconnectMaxDelay * 2)
         quickLossesBeforeReport = max(configuration.quickLossesBeforeTakeoverReport, 1)
         self.connectedAt = connectedAt
     }
@@ -25,14 +31,15 @@ package struct ConnectionLosses: Sendable {
     /// The error to report for a loss: `error` as libmosquitto gave it, unless the broker said why (MQTT 5 DISCONNECT
     /// `serverReason`) or the pattern of losses says another client uses the same client id.
     package mutating func connectionLost(error: MQTTError, serverReason: Int32?, clientID: String,
-                                 at now: ContinuousClock.Instant = .now) -> MQTTError {
-        if now - connectedAt < stableConnection {
+                                         at now: ContinuousClock.Instant = .now) -> MQTTError {
+        let takenOver = serverReason == Self.sessionTakenOver
+        if takenOver || (now - connectedAt < stableConnection && reconnectedAtOnce) {
             quickLosses += 1
         } else {
-            quickLosses = 1
+            quickLosses = 0
             backoffAttempt = 0
         }
-        if serverReason == Self.sessionTakenOver {
+        if takenOver {
             return MQTTError(
                 kind: .clientIDInUse, code: Self.sessionTakenOver,
                 message: "another client connected with client id \"\(clientID)\" and the broker closed this "
@@ -55,9 +62,10 @@ package struct ConnectionLosses: Sendable {
         return error
     }
 
-    /// A reconnect succeeded after backoff attempts up to `attempts`.
-    package mutating func reconnected(after attempts: Int, at now: ContinuousClock.Instant = .now) {
+    /// A reconnect succeeded after `tries` connection attempts; the backoff stood at `attempt`.
+    package mutating func reconnected(tries: Int, attempt: Int, at now: ContinuousClock.Instant = .now) {
         connectedAt = now
-        backoffAttempt = attempts
+        reconnectedAtOnce = tries <= 1
+        backoffAttempt = attempt
     }
 }

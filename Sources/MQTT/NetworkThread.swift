@@ -83,7 +83,7 @@ struct NetworkThread: Sendable {
             }
             switch reconnect(firstAttempt: losses.backoffAttempt) {
             case .connected(let attempts):
-                losses.reconnected(after: attempts)
+                losses.reconnected(tries: attempts - losses.backoffAttempt, attempt: attempts)
                 continue
             case .stop(let fatal): return fatal
             }

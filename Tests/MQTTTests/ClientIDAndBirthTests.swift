@@ -101,20 +101,26 @@ struct ConnectionLossesTests {
     let lost = MQTTError(kind: .notConnected, code: MQTTError.Code.connectionLost, message: "The connection was lost.",
                          context: "connection to mqtt://b lost")
 
-    @Test("connections that do not last keep the backoff growing; a lasting one resets it")
+    @Test("connections that do not last while the broker stays up keep the backoff growing; others reset it")
     func backoffCarriesOverQuickLosses() {
         let start = ContinuousClock.now
         var configuration = MQTTConfiguration(url: "mqtt://b", clientID: "x")
         configuration.stableConnection = .seconds(10)
+        configuration.reconnectMaxDelay = .seconds(2)
         var losses = ConnectionLosses(configuration: configuration, connectedAt: start)
         _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(1))
         #expect(losses.backoffAttempt == 0)
-        losses.reconnected(after: 1, at: start + .seconds(2))
+        losses.reconnected(tries: 1, attempt: 1, at: start + .seconds(2))
         _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(3))
         #expect(losses.backoffAttempt == 1)
-        losses.reconnected(after: 2, at: start + .seconds(4))
+        losses.reconnected(tries: 1, attempt: 2, at: start + .seconds(4))
         _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(60))
+        #expect(losses.backoffAttempt == 0, "a connection that lasted")
+        // A broker that restarted: the reconnect needed several tries, so the next quick loss is not a takeover.
+        losses.reconnected(tries: 3, attempt: 3, at: start + .seconds(61))
+        _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(62))
         #expect(losses.backoffAttempt == 0)
+        #expect(losses.quickLosses == 0)
     }
 
     @Test("MQTT 5 reason 0x8E names the client id at once; under 3.1.1 only repeated quick losses do")
@@ -123,7 +129,7 @@ struct ConnectionLossesTests {
         var configuration = MQTTConfiguration(url: "mqtt://b", clientID: "dup")
         configuration.quickLossesBeforeTakeoverReport = 3
         var v5 = ConnectionLosses(configuration: configuration, connectedAt: start)
-        let taken = v5.connectionLost(error: lost, serverReason: 0x8E, clientID: "dup", at: start + .seconds(30))
+        let taken = v5.connectionLost(error: lost, serverReason: 0x8E, clientID: "dup", at: start + .seconds(300))
         #expect(taken.kind == .clientIDInUse && taken.message.contains("\"dup\""))
 
         var v311 = ConnectionLosses(configuration: configuration, connectedAt: start)
@@ -131,7 +137,7 @@ struct ConnectionLossesTests {
         for second in 1...3 {
             kinds.append(v311.connectionLost(error: lost, serverReason: nil, clientID: "dup",
                                              at: start + .seconds(second * 2)).kind)
-            v311.reconnected(after: second, at: start + .seconds(second * 2 + 1))
+            v311.reconnected(tries: 1, attempt: second, at: start + .seconds(second * 2 + 1))
         }
         #expect(kinds == [.notConnected, .notConnected, .clientIDInUse])
         // Another reason from the broker is said as such, not as a takeover.

@@ -82,7 +82,11 @@ struct OperationsTests {
 
             let text = try await Self.poll(timeout: .seconds(15), {
                 (try? httpRequest(port: metricsPort, path: "/metrics").body) ?? ""
-            }) { $0.contains(#"thing_agent_messages_total{outcome="for_other_clients"} 1"#) }
+            }) { text in
+                // The reports are in, and a batch of them has reached SQLite (the flusher runs on its own thread).
+                text.contains(#"thing_agent_messages_total{outcome="for_other_clients"} 1"#)
+                    && !text.contains("thing_agent_flush_duration_seconds_count 0\n")
+            }
             let file = harness.directory + "/metrics.txt"
             try text.write(toFile: file, atomically: true, encoding: .utf8)
             let check = try await runCommand("/bin/sh", ["-c", "/usr/bin/promtool check metrics < \(file)"])

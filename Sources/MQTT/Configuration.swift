@@ -76,9 +76,9 @@ public struct MQTTConfiguration: Sendable {
     /// that keeps closing new connections (another client with the same client id) sees ever longer pauses instead
     /// of a reconnect every `reconnectMinDelay`.
     public var stableConnection: Duration = .seconds(10)
-    /// How many losses in a row, each within `stableConnection` of its CONNACK, make an MQTT 3.1.1 client report
-    /// that another client probably uses its client id (3.1.1 brokers close the older connection without a reason;
-    /// MQTT 5 brokers say so with reason 0x8E).
+    /// How many losses in a row, each within `stableConnection` of its CONNACK (and the broker up all along), make
+    /// the client report that another client probably uses its client id: brokers close the older connection, under
+    /// 3.1.1 without a reason, and mosquitto 2.0 under MQTT 5 too (others send reason 0x8E, reported at once).
     public var quickLossesBeforeTakeoverReport: Int = 3
 
     public init(url: String, clientID: String) {

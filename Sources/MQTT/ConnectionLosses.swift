@@ -4,11 +4,13 @@ internal import CMosquitto
 ///
 /// Two clients with the same client id take the connection from each other: the broker closes the older one as
 /// soon as the other connects. Resetting the backoff after every successful connect would make them fight several
-/// times a second, so a loss that looks like that keeps the backoff where it was. It looks like that when the broker
-/// says so (MQTT 5 reason 0x8E), or when the connection did not last (less than `stableConnection`, and at least
-/// twice the longest reconnect pause, which is how long the other client can stay away) although the broker was up
-/// all along (the reconnect before it worked at the first try). A broker that restarts is down for a moment, so its
-/// clients' reconnects take more than one try: that is not taken for a second client.
+/// times a second, so such a loss keeps the backoff where it was. An MQTT 5 broker may say so (DISCONNECT reason
+/// 0x8E); mosquitto 2.0 does not, it closes the connection as 3.1.1 brokers do. So `quickLossesBeforeReport`
+/// losses in a row also count as that, each of a
+/// connection that did not last (less than `stableConnection`, and at least twice the longest reconnect pause, which
+/// is how long the other client can stay away) although the broker was up all along (the reconnect before it worked
+/// at the first try). A broker that restarts is down for a moment, so its clients' reconnects usually take more
+/// than one try: that is not taken for a second client, and every other loss resets the backoff as before.
 package struct ConnectionLosses: Sendable {
     package static let sessionTakenOver: Int32 = 0x8E
 
@@ -32,14 +34,16 @@ package struct ConnectionLosses: Sendable {
     /// `serverReason`) or the pattern of losses says another client uses the same client id.
     package mutating func connectionLost(error: MQTTError, serverReason: Int32?, clientID: String,
                                          at now: ContinuousClock.Instant = .now) -> MQTTError {
-        let takenOver = serverReason == Self.sessionTakenOver
-        if takenOver || (now - connectedAt < stableConnection && reconnectedAtOnce) {
+        let quick = now - connectedAt < stableConnection && reconnectedAtOnce
+        let saidSo = serverReason == Self.sessionTakenOver
+        if saidSo || quick {
             quickLosses += 1
         } else {
             quickLosses = 0
-            backoffAttempt = 0
         }
-        if takenOver {
+        let suspected = serverReason == nil && quickLosses >= quickLossesBeforeReport
+        if !saidSo && !suspected { backoffAttempt = 0 }
+        if saidSo {
             return MQTTError(
                 kind: .clientIDInUse, code: Self.sessionTakenOver,
                 message: "another client connected with client id \"\(clientID)\" and the broker closed this "
@@ -52,7 +56,7 @@ package struct ConnectionLosses: Sendable {
                 message: "the broker closed the connection: \(String(cString: mosquitto_reason_string(serverReason)))",
                 context: error.context)
         }
-        if quickLosses >= quickLossesBeforeReport {
+        if suspected {
             return MQTTError(
                 kind: .clientIDInUse, code: error.code,
                 message: "the broker closed the connection \(quickLosses) times in a row right after accepting it; "

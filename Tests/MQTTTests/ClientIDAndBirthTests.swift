@@ -101,37 +101,48 @@ struct ConnectionLossesTests {
     let lost = MQTTError(kind: .notConnected, code: MQTTError.Code.connectionLost, message: "The connection was lost.",
                          context: "connection to mqtt://b lost")
 
-    @Test("connections that do not last while the broker stays up keep the backoff growing; others reset it")
-    func backoffCarriesOverQuickLosses() {
+    @Test("the backoff keeps growing only over losses taken for another client; every other loss resets it")
+    func backoffCarriesOverTakeovers() {
         let start = ContinuousClock.now
         var configuration = MQTTConfiguration(url: "mqtt://b", clientID: "x")
         configuration.stableConnection = .seconds(10)
         configuration.reconnectMaxDelay = .seconds(2)
+        configuration.quickLossesBeforeTakeoverReport = 3
+        // Quick losses while the broker stays up: from the third on they are taken for another client.
         var losses = ConnectionLosses(configuration: configuration, connectedAt: start)
-        _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(1))
-        #expect(losses.backoffAttempt == 0)
-        losses.reconnected(tries: 1, attempt: 1, at: start + .seconds(2))
-        _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(3))
-        #expect(losses.backoffAttempt == 1)
-        losses.reconnected(tries: 1, attempt: 2, at: start + .seconds(4))
+        var attempts: [Int] = []
+        for n in 1...4 {
+            _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(2 * n - 1))
+            attempts.append(losses.backoffAttempt)
+            losses.reconnected(tries: 1, attempt: losses.backoffAttempt + 1, at: start + .seconds(2 * n))
+        }
+        #expect(attempts == [0, 0, 1, 2])
+        // A connection that lasted: a loss of the ordinary kind again.
         _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(60))
-        #expect(losses.backoffAttempt == 0, "a connection that lasted")
+        #expect(losses.backoffAttempt == 0 && losses.quickLosses == 0)
         // A broker that restarted: the reconnect needed several tries, so the next quick loss is not a takeover.
         losses.reconnected(tries: 3, attempt: 3, at: start + .seconds(61))
         _ = losses.connectionLost(error: lost, serverReason: nil, clientID: "x", at: start + .seconds(62))
-        #expect(losses.backoffAttempt == 0)
-        #expect(losses.quickLosses == 0)
+        #expect(losses.backoffAttempt == 0 && losses.quickLosses == 0)
+
+        // The broker's word (MQTT 5 reason 0x8E) counts at once.
+        var told = ConnectionLosses(configuration: configuration, connectedAt: start)
+        told.reconnected(tries: 2, attempt: 4, at: start + .seconds(1))
+        _ = told.connectionLost(error: lost, serverReason: 0x8E, clientID: "x", at: start + .seconds(40))
+        #expect(told.backoffAttempt == 4)
     }
 
-    @Test("MQTT 5 reason 0x8E names the client id at once; under 3.1.1 only repeated quick losses do")
+    @Test("reason 0x8E names the client id at once; without a reason only repeated quick losses do")
     func takeoverReports() {
         let start = ContinuousClock.now
         var configuration = MQTTConfiguration(url: "mqtt://b", clientID: "dup")
         configuration.quickLossesBeforeTakeoverReport = 3
+        configuration.protocolVersion = .v5
         var v5 = ConnectionLosses(configuration: configuration, connectedAt: start)
         let taken = v5.connectionLost(error: lost, serverReason: 0x8E, clientID: "dup", at: start + .seconds(300))
         #expect(taken.kind == .clientIDInUse && taken.message.contains("\"dup\""))
 
+        configuration.protocolVersion = .v311
         var v311 = ConnectionLosses(configuration: configuration, connectedAt: start)
         var kinds: [MQTTError.Kind] = []
         for second in 1...3 {

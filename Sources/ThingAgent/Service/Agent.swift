@@ -236,7 +236,9 @@ public final class Agent: Sendable {
             do {
                 return try await start()
             } catch let error as MQTTError where role == .service && Self.isTransient(error) {
-                logger.warning("broker not reachable; retrying in \(String(format: "%.1f", delay)) s",
+                let what = error.kind == .connectionRefused || error.kind == .timeout
+                    ? "broker not reachable" : "connection lost while starting"
+                logger.warning("\(what); retrying in \(String(format: "%.1f", delay)) s",
                                metadata: ["broker": configuration.broker, "error": "\(error)"])
                 try await Task.sleep(for: .seconds(delay))
                 delay = min(max(configuration.reconnectMaxDelay, 0.1), delay * 2)
@@ -244,8 +246,10 @@ public final class Agent: Sendable {
         }
     }
 
+    /// Worth another try: the broker is not there yet, or the connection was lost while subscribing (under load,
+    /// or another client with the same id took it) and the client is already reconnecting.
     private static func isTransient(_ error: MQTTError) -> Bool {
-        error.kind == .connectionRefused || error.kind == .timeout
+        [.connectionRefused, .timeout, .notConnected, .clientIDInUse].contains(error.kind)
     }
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.

@@ -23,7 +23,8 @@ public struct MQTTBirth: Sendable {
     public var qos: QoS
     public var retain: Bool
 
-    public init(topic: String, qos: QoS = .atLeastOnce, retain: Bool = true, payload: @escaping @Sendable () -> [UInt8]) {
+    public init(topic: String, qos: QoS = .atLeastOnce, retain: Bool = true,
+                payload: @escaping @Sendable () -> [UInt8]) {
         self.topic = topic
         self.payload = payload
         self.qos = qos

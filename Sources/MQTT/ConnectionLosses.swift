@@ -43,25 +43,22 @@ package struct ConnectionLosses: Sendable {
         }
         let suspected = serverReason == nil && quickLosses >= quickLossesBeforeReport
         if !saidSo && !suspected { backoffAttempt = 0 }
+        func said(_ kind: MQTTError.Kind, _ code: Int32, _ message: String) -> MQTTError {
+            MQTTError(kind: kind, code: code, message: message, context: error.context)
+        }
         if saidSo {
-            return MQTTError(
-                kind: .clientIDInUse, code: Self.sessionTakenOver,
-                message: "another client connected with client id \"\(clientID)\" and the broker closed this "
-                    + "connection (MQTT 5 reason 0x8E, session taken over); each client needs its own client id",
-                context: error.context)
+            return said(.clientIDInUse, Self.sessionTakenOver,
+                        "another client connected with client id \"\(clientID)\" and the broker closed this "
+                            + "connection (MQTT 5 reason 0x8E, session taken over); each client needs its own id")
         }
         if let serverReason {
-            return MQTTError(
-                kind: .notConnected, code: serverReason,
-                message: "the broker closed the connection: \(String(cString: mosquitto_reason_string(serverReason)))",
-                context: error.context)
+            return said(.notConnected, serverReason,
+                        "the broker closed the connection: \(String(cString: mosquitto_reason_string(serverReason)))")
         }
         if suspected {
-            return MQTTError(
-                kind: .clientIDInUse, code: error.code,
-                message: "the broker closed the connection \(quickLosses) times in a row right after accepting it; "
-                    + "another client probably uses client id \"\(clientID)\" (each client needs its own)",
-                context: error.context)
+            return said(.clientIDInUse, error.code,
+                        "the broker closed the connection \(quickLosses) times in a row right after accepting it; "
+                            + "another client probably uses client id \"\(clientID)\" (each client needs its own)")
         }
         return error
     }

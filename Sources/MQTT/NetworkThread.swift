@@ -72,9 +72,9 @@ struct NetworkThread: Sendable {
             if stopRequested { return nil }
             let osError = errno
             let reason = core.withState { $0.serverDisconnectReason }
-            let lost = losses.connectionLost(
-                error: MQTTError.library(rc, errno: osError, context: "connection to \(target) lost", kind: .notConnected),
-                serverReason: reason, clientID: configuration.clientID)
+            let library = MQTTError.library(rc, errno: osError, context: "connection to \(target) lost",
+                                            kind: .notConnected)
+            let lost = losses.connectionLost(error: library, serverReason: reason, clientID: configuration.clientID)
             core.withState { state in
                 state.transition(to: .reconnecting(reason: lost.description), error: lost)
                 // libmosquitto may still resend an unacknowledged QoS 1/2 message after the reconnect; the caller

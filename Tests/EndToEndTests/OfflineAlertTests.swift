@@ -41,16 +41,23 @@ struct OfflineAlertTests {
         }
     }
 
+    /// A daemon with offline grace `grace` seconds, and an outside consumer of its events already subscribed.
+    static func watchedDaemon(_ broker: MosquittoBroker, grace: Int) async throws
+        -> (AgentHarness, EventWatcher, [String: String])
+    {
+        let harness = try AgentHarness(broker: broker)
+        let environment = ["THING_AGENT_OFFLINE_GRACE": "\(grace)"]
+        try await harness.startDaemon(environment: environment)
+        let watcher = try EventWatcher(broker, directory: harness.directory)
+        try await watcher.waitUntilSubscribed(broker)
+        return (harness, watcher, environment)
+    }
+
     @Test("stopped or killed during the grace period, the daemon warns once after its restart, never twice",
           arguments: [SIGKILL, SIGTERM])
     func oneWarningAcrossRestarts(signal: Int32) async throws {
         try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
-            let environment = ["THING_AGENT_OFFLINE_GRACE": "6"]
-            try await harness.startDaemon(environment: environment)
-            let watcher = try EventWatcher(broker, directory: harness.directory)
-            try await watcher.waitUntilSubscribed(broker)
-
+            let (harness, watcher, environment) = try await Self.watchedDaemon(broker, grace: 6)
             let device = try SimulatedDevice("door1", brokerURL: broker.url)
             try await device.connect()
             try await device.status(true, time: t0)
@@ -98,11 +105,7 @@ struct OfflineAlertTests {
     @Test("a device back online within the grace period gives neither warning nor online event")
     func noEventsWithinGrace() async throws {
         try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
-            let environment = ["THING_AGENT_OFFLINE_GRACE": "4"]
-            try await harness.startDaemon(environment: environment)
-            let watcher = try EventWatcher(broker, directory: harness.directory)
-            try await watcher.waitUntilSubscribed(broker)
+            let (_, watcher, _) = try await Self.watchedDaemon(broker, grace: 4)
             let quick = try SimulatedDevice("blink1", brokerURL: broker.url)
             let slow = try SimulatedDevice("blink2", brokerURL: broker.url)
             for device in [quick, slow] {

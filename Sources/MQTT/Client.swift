@@ -224,7 +224,10 @@ public final class MQTTClient: Sendable {
     }
 
     /// Cuts the TCP connection without DISCONNECT, as a crash or a network failure would: the broker publishes the
-    /// will and the client reconnects. For tests inside this package.
+    /// will and the client reconnects. Nothing more goes out on that connection, so called from `onMessage` it also
+    /// refuses the message being handled: its PUBACK, queued but not yet written, never reaches the broker, which
+    /// sends the message again after the reconnect (persistent session). Used by tests and by a receive path that
+    /// cannot keep a message (ThingAgent's, on a full disk).
     package func dropConnectionUncleanly() {
         core.withState { state in
             guard let handle = state.handle else { return }

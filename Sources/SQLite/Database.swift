@@ -264,6 +264,10 @@ public final class Database {
         do {
             value = try body()
             try run("COMMIT")
+        } catch let error as SQLiteError where error.path == nil {
+            rollbackIfActive()
+            // "database or disk is full — in: COMMIT" alone does not say which file is full.
+            throw error.with(path: path)
         } catch {
             rollbackIfActive()
             throw error

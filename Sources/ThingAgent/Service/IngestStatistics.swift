@@ -40,6 +40,8 @@ final class IngestCounters: Sendable {
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countApplied() { applied.add(1, ordering: .relaxed) }
     func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
+    /// Takes back `countReceived` for a message the receive path could not keep and left with the broker.
+    func countNotTaken() { received.subtract(1, ordering: .relaxed) }
     /// Drops are rare; a lock is fine there.
     func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
 

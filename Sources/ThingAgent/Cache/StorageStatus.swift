@@ -51,3 +51,11 @@ public struct StorageStatus: Sendable, Equatable {
         }
     }
 }
+
+extension StorageStatus {
+    /// The status the daemon that runs (or last ran) on the cache file `database` wrote; nil when none did.
+    /// A daemon that was killed leaves the status it last had; every start writes a new one.
+    public static func lastWritten(forCache database: String) -> StorageStatus? {
+        StorageStatusFile.read(path: database + ".storage")
+    }
+}

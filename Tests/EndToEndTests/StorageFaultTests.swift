@@ -1,0 +1,206 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+/// Files failing under the running daemon: a full disk, a journal truncated by someone else, a cache file deleted,
+/// replaced or made immutable. The real daemon, a real mosquitto, a real full file system (a small tmpfs); the
+/// cache read back with the `sqlite3` shell. docs/faults.md says what each test proves.
+@Suite("Faults: full disks and lost files", .serialized)
+struct StorageFaultTests {
+    static func publish(_ publisher: StreamPublisher, count: Int) async throws {
+        for _ in 0..<count { try await publisher.publishNext() }
+    }
+
+    @Test(.timeLimit(.minutes(3)),
+          .enabled(if: SmallDisk.isAvailable, "mounting a tmpfs needs root and a system that allows it; skipped"))
+    func aFullDiskHoldsNewMessagesAtTheBrokerAndLosesNothing() async throws {
+        let disk = try SmallDisk(megabytes: 8)
+        try await withBroker(FaultTests.unboundedQueue) { broker in
+            let harness = try AgentHarness(broker: broker, database: disk.path + "/cache.sqlite")
+            // A small journal (256 KiB reserved) fills after a few thousand reports, so the test reaches the point
+            // where the journal must grow and the disk has no room.
+            try await harness.startDaemon(environment: ["THING_AGENT_JOURNAL_SIZE": "262144"])
+            let device = try SimulatedDevice("full0", brokerURL: broker.url)
+            try await device.connect()
+            let publisher = StreamPublisher(device: device)
+            try await Self.publish(publisher, count: 50)
+            try await harness.waitForWholeStream("full0", last: 50)
+            try await harness.waitForStorage("ok")
+
+            let filler = try disk.fill()
+            // Acknowledged by the broker, which keeps them for the agent's session while it holds them.
+            try await Self.publish(publisher, count: 4000)
+            let held = try await harness.waitForStorage("holding", naming: harness.journal, timeout: .seconds(60))
+            let daemon = try #require(harness.daemon)
+            #expect(daemon.isRunning, "the daemon died on the full disk: \(daemon.log.suffix(2000))")
+            let problems = held["problems"]?.arrayValue ?? []
+            #expect(problems.contains { $0["error"]?.stringValue?.contains("No space left on device") == true },
+                    "\(problems)")
+            #expect(daemon.log.contains("storage failing"), "no error logged")
+            #expect(daemon.log.contains(harness.journal), "the error does not name the journal")
+
+            try FileManager.default.removeItem(atPath: filler)
+            try await harness.waitForWholeStream("full0", last: 4050, timeout: .seconds(90))
+            try await harness.waitForStorage("ok")
+            #expect(daemon.log.contains("storage works again"))
+            try await harness.stopCleanly()
+            try await harness.expectWholeStream("full0", last: 4050)
+            await device.disconnect()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)),
+          .enabled(if: SmallDisk.isAvailable, "mounting a tmpfs needs root and a system that allows it; skipped"))
+    func aRestartOnAFullDiskFailsWithAnErrorNamingTheFile() async throws {
+        let disk = try SmallDisk(megabytes: 24)
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker, database: disk.path + "/cache.sqlite")
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("restart0", brokerURL: broker.url)
+            try await device.connect()
+            try await device.properties(#"{"switch_1":true}"#, time: t0 + 1)
+            try await waitUntil(timeout: .seconds(15)) {
+                (try? await sqlite3(harness.database, "SELECT count(*) FROM properties")) == "1"
+            }
+            try await harness.stopCleanly()
+            _ = try disk.fill()
+            let result = try await runCommand(thingAgentExecutable(), ["run"] + harness.commonArguments,
+                                              timeout: .seconds(30))
+            #expect(result.status == 1)
+            #expect(result.stderr.contains(harness.database), "\(result.stderr)")
+            #expect(result.stderr.contains("full") || result.stderr.contains("No space"), "\(result.stderr)")
+            await device.disconnect()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aJournalTruncatedUnderTheDaemonIsRepairedAndLosesNothing() async throws {
+        try await withBroker(FaultTests.unboundedQueue) { broker in
+            let harness = try AgentHarness(broker: broker)
+            // Batches gather for 3 s: the reports are in the journal only when it is cut.
+            try await harness.startDaemon(environment: ["THING_AGENT_FLUSH_INTERVAL": "3"])
+            let device = try SimulatedDevice("trunc0", brokerURL: broker.url)
+            try await device.connect()
+            let publisher = StreamPublisher(device: device)
+            try await Self.publish(publisher, count: 200)
+            try await waitUntil(timeout: .seconds(30)) {
+                ((try? JournalFile(path: harness.journal))?.records.count ?? 0) >= 200
+            }
+            #expect(truncate(harness.journal, 0) == 0)
+            try await Self.publish(publisher, count: 200)
+            try await harness.waitForWholeStream("trunc0", last: 400, timeout: .seconds(60))
+            let daemon = try #require(harness.daemon)
+            #expect(daemon.isRunning)
+            #expect(daemon.log.contains("truncated"), "not noticed: \(daemon.log.suffix(2000))")
+            try await harness.waitForStorage("ok")
+
+            // The repaired journal keeps what comes next: a kill right after a burst loses nothing.
+            try await Self.publish(publisher, count: 100)
+            try await waitUntil(timeout: .seconds(30)) {
+                ((try? JournalFile(path: harness.journal))?.records.count ?? 0) >= 100
+            }
+            daemon.signal(SIGKILL)
+            _ = await daemon.waitForExit(timeout: .seconds(10))
+            try await harness.startDaemon()
+            try await harness.waitForWholeStream("trunc0", last: 500)
+            try await harness.stopCleanly()
+            await device.disconnect()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)), arguments: ["deleted", "replaced"])
+    func aCacheFileLostUnderTheDaemonIsWrittenAgainFromMemory(how: String) async throws {
+        try await withBroker(FaultTests.unboundedQueue) { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("lost0", brokerURL: broker.url)
+            try await device.connect()
+            let publisher = StreamPublisher(device: device)
+            try await Self.publish(publisher, count: 100)
+            try await harness.waitForWholeStream("lost0", last: 100)
+            let added = try await harness.cli(["network", "add", "lost0", "Backup", "--wifi-password", "secret123"])
+            #expect(added.status == 0, "\(added.stderr)")
+
+            if how == "deleted" {
+                #expect(unlink(harness.database) == 0)
+            } else {
+                let other = harness.directory + "/other.sqlite"
+                _ = try await runCommand("/usr/bin/sqlite3", [other, "CREATE TABLE unrelated (x)"])
+                #expect(rename(other, harness.database) == 0)
+            }
+            let daemon = try #require(harness.daemon)
+            // The file is back (written again) before the stream goes on: until then there is nothing to read.
+            try await waitUntil(timeout: .seconds(15)) { daemon.log.contains("storage works again") }
+            try await Self.publish(publisher, count: 100)
+            try await harness.waitForWholeStream("lost0", last: 200, timeout: .seconds(60))
+            #expect(daemon.log.contains("the cache file \(harness.database) "
+                                        + (how == "deleted" ? "was deleted" : "was replaced")),
+                    "\(daemon.log.suffix(2000))")
+            let networks = try await harness.cli(["network", "list", "lost0", "--json"])
+            #expect(try JSONParser.parse(networks.stdout)[0]?["ssid"] == "Backup", "local tables lost: \(networks)")
+            if how == "replaced" {
+                let names = try FileManager.default.contentsOfDirectory(atPath: harness.directory)
+                #expect(names.contains { $0.hasPrefix("cache.sqlite.replaced-") }, "\(names)")
+            }
+            try await harness.waitForStorage("ok")
+            try await harness.stopCleanly()
+            try await harness.expectWholeStream("lost0", last: 200)
+            await device.disconnect()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)),
+          .enabled(if: canMakeImmutable, "chattr +i does not work on this file system; skipped"))
+    func aCacheFileMadeImmutableHoldsNewMessagesUntilItIsWritable() async throws {
+        try await withBroker(FaultTests.unboundedQueue) { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("frozen0", brokerURL: broker.url)
+            try await device.connect()
+            let publisher = StreamPublisher(device: device)
+            try await Self.publish(publisher, count: 50)
+            try await harness.waitForWholeStream("frozen0", last: 50)
+
+            #expect(makeImmutable(harness.database))
+            defer { clearImmutable(harness.database) }
+            try await harness.waitForStorage("holding", naming: harness.database)
+            try await Self.publish(publisher, count: 50)
+            let daemon = try #require(harness.daemon)
+            #expect(daemon.log.contains("is not writable"), "\(daemon.log.suffix(2000))")
+            // Held: nothing of the new reports reached the journal (the broker keeps them).
+            let journaled = streamReports(in: try JournalFile(path: harness.journal).records).map(\.n)
+            #expect(journaled.allSatisfy { $0 <= 50 }, "taken while the cache could not be written: \(journaled.max() ?? 0)")
+
+            clearImmutable(harness.database)
+            try await harness.waitForWholeStream("frozen0", last: 100, timeout: .seconds(60))
+            try await harness.waitForStorage("ok")
+            try await harness.stopCleanly()
+            await device.disconnect()
+        }
+    }
+
+    /// The cache, its -wal and -shm, the journal and the storage status are 0600 even under umask 000.
+    @Test(.timeLimit(.minutes(1)))
+    func theDaemonsFilesArePrivateWhateverTheUmask() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let daemon = try DaemonProcess("/bin/sh", ["-c", "umask 000 && exec \"$0\" \"$@\"", thingAgentExecutable(),
+                                                       "run"] + harness.commonArguments,
+                                           logPath: harness.directory + "/daemon.log")
+            try await waitUntil(timeout: .seconds(15)) { daemon.log.contains("connected and subscribed") }
+            let device = try SimulatedDevice("private0", brokerURL: broker.url)
+            try await device.connect()
+            try await device.properties(#"{"switch_1":true}"#, time: t0 + 1)
+            try await waitUntil(timeout: .seconds(15)) {
+                (try? await sqlite3(harness.database, "SELECT count(*) FROM properties")) == "1"
+            }
+            for suffix in ["", "-wal", "-shm", ".journal", ".storage"] {
+                #expect(fileMode(harness.database + suffix) == 0o600, "\(harness.database + suffix)")
+            }
+            daemon.signal(SIGTERM)
+            #expect(await daemon.waitForExit(timeout: .seconds(20)) == 0)
+            await device.disconnect()
+        }
+    }
+}

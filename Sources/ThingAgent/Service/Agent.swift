@@ -138,8 +138,8 @@ public final class Agent: Sendable {
                     break
                 }
             })
-        let client = client
-        ingestor.onRefuse { client.dropConnectionUncleanly() }
+        // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
+        ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
     }
 
     /// Whether the daemon can keep what it receives: which of its files fail, and whether new messages are left

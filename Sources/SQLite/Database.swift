@@ -156,6 +156,15 @@ public final class Database {
 
     public var isOpen: Bool { connection.handle != nil }
 
+    /// Makes the close of this connection leave the WAL alone: no checkpoint, and so `-wal` and `-shm` are not
+    /// removed by name (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE). For a connection to a file that was deleted or replaced
+    /// under it, whose path may lead to another database's WAL by the time it closes.
+    public func leaveWALOnClose() throws(SQLiteError) {
+        let db = try connection.open(for: nil)
+        let rc = thing_sqlite_no_checkpoint_on_close(db)
+        if rc != SQLITE_OK { throw SQLiteError(rc: rc, db: db, path: path) }
+    }
+
     /// True between BEGIN and COMMIT/ROLLBACK.
     public var isInTransaction: Bool {
         guard let db = connection.handle else { return false }

@@ -146,8 +146,17 @@ struct StorageFaultTests {
                 #expect(names.contains { $0.hasPrefix("cache.sqlite.replaced-") }, "\(names)")
             }
             try await harness.waitForStorage("ok")
+            // The file written again is the one SQLite works with: its WAL survives a kill (no connection to the old
+            // file removed it by name).
+            try await Self.publish(publisher, count: 100)
+            try await harness.waitForWholeStream("lost0", last: 300)
+            daemon.signal(SIGKILL)
+            _ = await daemon.waitForExit(timeout: .seconds(10))
+            #expect(try await sqlite3(harness.database, "PRAGMA integrity_check") == "ok")
+            try await harness.expectWholeStream("lost0", last: 300)
+            try await harness.startDaemon()
             try await harness.stopCleanly()
-            try await harness.expectWholeStream("lost0", last: 200)
+            try await harness.expectWholeStream("lost0", last: 300)
             await device.disconnect()
         }
     }

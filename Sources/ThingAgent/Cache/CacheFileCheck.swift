@@ -1,4 +1,5 @@
 import Foundation
+import SQLite
 import Synchronization
 
 /// The daemon's periodic look at its files (from the flusher thread, every second): the journal (see
@@ -66,10 +67,15 @@ final class CacheFileCheck: Sendable {
         defer { unlink(rebuilt) }  // left only when something failed: its space is wanted back
         try writer.replaceStore { old in
             try old.database.execute("VACUUM INTO '\(rebuilt.replacingOccurrences(of: "'", with: "''"))'")
-            // Every connection to the old file ends before the new one takes its name: the last to close removes
-            // `-wal` and `-shm` by name, which must not be the new file's.
+            // SQLite's last connection to a WAL file checkpoints it and removes `-wal` and `-shm` by name when it
+            // closes, and a new connection at the path takes whatever `-wal` it finds there as its own. So the old
+            // connections leave the WAL alone when they close (the local store's closes meanwhile; the cache's
+            // when it is released), the old `-wal` and `-shm` names are freed (the open connections keep their
+            // files), and only then does the new file take the path.
             let moveIntoPlace = { [path] in
-                old.database.close()
+                try old.database.leaveWALOnClose()
+                unlink(path + "-wal")
+                unlink(path + "-shm")
                 if access(path, F_OK) == 0 {
                     guard rename(path, "\(path).replaced-\(Timestamp.now())") == 0 else {
                         throw CacheFileError(path: path, operation: "move aside", code: errno)

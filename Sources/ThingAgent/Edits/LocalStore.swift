@@ -103,7 +103,8 @@ public final class LocalStore: Sendable {
     /// cache file back under the path while no connection to the old one is open).
     func reopen(around body: () throws -> Void) throws {
         try database.withLock { database throws in
-            let options = database.options
+            var options = database.options
+            options.create = false  // a path left empty by a failure stays empty: the next check sees it as lost
             database.close()
             defer {
                 if let reopened = try? Database(path: path, options: options) { database = reopened }

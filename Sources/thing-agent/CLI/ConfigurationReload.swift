@@ -32,6 +32,8 @@ final class ConfigurationReload: Sendable {
             return
         }
         let level = Logger.Level(name: configuration.logLevel) ?? .info
+        // First, so that what the reload says is logged at the level it asked for.
+        logger.changeSharedLevel(to: level)
         let report = agent.reload(configuration)
         logger.notice("received SIGHUP; reloaded", metadata: [
             "logLevel": level.description, "reloaded": report.reloaded.joined(separator: "; "),
@@ -45,6 +47,5 @@ final class ConfigurationReload: Sendable {
         if restartOnly != agent.configuration {
             logger.warning("received SIGHUP; other settings changed too and take effect at the next restart")
         }
-        logger.changeSharedLevel(to: level)
     }
 }

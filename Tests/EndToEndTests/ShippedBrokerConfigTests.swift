@@ -45,6 +45,8 @@ struct ShippedBrokerConfigTests {
             .map { "things/dev1/thing/\($0)" }
         let unreadable = ["things/dev2/thing/properties/set", "things/dev1/thing/status", "thing-agent/events/x/status",
                           "thing-agent/replies/svc-dashboard/1"]
+        // One connection per user on the fleet listener (the client id is the user name): the writer goes first.
+        await device.disconnect()
         let reader = try await BrokerProbe.connect(try broker.client("dev1"), subscribing: readable + unreadable)
         let agentWriter = try broker.client("thing-agent", agentListener: true)
         try await agentWriter.connect()
@@ -57,7 +59,6 @@ struct ShippedBrokerConfigTests {
         }
         await reader.disconnect()
         await agentWriter.disconnect()
-        await device.disconnect()
         await agent.disconnect()
     }
 
@@ -78,6 +79,7 @@ struct ShippedBrokerConfigTests {
                       "things/sub-example-1/thing/properties/set"] {
             #expect(try await !reaches(gateway, topic, agent, marker: own), "\(topic) must be denied")
         }
+        await gateway.disconnect()
         let reader = try await BrokerProbe.connect(try broker.client("gw-example"), subscribing: [
             "things/sub-example-1/thing/properties/set", "things/sub-example-1/thing/info/get",
             "things/dev1/thing/properties/set",
@@ -89,7 +91,6 @@ struct ShippedBrokerConfigTests {
         #expect(try await !reaches(agentWriter, "things/dev1/thing/properties/set", reader, marker: marker))
         await reader.disconnect()
         await agentWriter.disconnect()
-        await gateway.disconnect()
         await agent.disconnect()
     }
 
@@ -112,6 +113,7 @@ struct ShippedBrokerConfigTests {
         // As a service subscribes: the feed, its answers, the announcement; and what it must not see.
         let unreadable = ["thing-agent/replies/svc-other/r1", "things/dev1/thing/properties/set",
                           "thing-agent/api/thing-agent/request/info", "things/dev1/thing/status"]
+        await service.disconnect()
         let reader = try await BrokerProbe.connect(try broker.client("svc-dashboard"), subscribing: [
             "thing-agent/events/#", "thing-agent/replies/svc-dashboard/#", "thing-agent/agents/+/status",
             "thing-agent/#", "things/#",
@@ -128,7 +130,6 @@ struct ShippedBrokerConfigTests {
         }
         await reader.disconnect()
         await agentWriter.disconnect()
-        await service.disconnect()
         await agent.disconnect()
     }
 

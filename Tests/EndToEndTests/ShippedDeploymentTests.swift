@@ -94,6 +94,7 @@ struct ShippedDeploymentTests {
         for (index, code) in codes.enumerated() {
             try await device.properties("{\"\(code)\":\(index)}", time: t0 + 10 + Int64(index))
         }
+        await impostor.disconnect()
         let wiper = try broker.client("dev1", clientID: "thing-agent", cleanSession: true)
         try await wiper.connect()
         await wiper.disconnect()
@@ -103,7 +104,6 @@ struct ShippedDeploymentTests {
         }
         daemon.signal(SIGTERM)
         #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
-        await impostor.disconnect()
     }
 
     @Test(.timeLimit(.minutes(2)))

@@ -41,11 +41,15 @@ public final class Agent: Sendable {
     let apiQueue: APIQueue?
     /// Events published and API requests served.
     public let integration: IntegrationCounters
+    /// Held for the agent's lifetime when made with `lockCache` (the daemon): one daemon per cache file.
+    let cacheLock: CacheLock?
     /// The device-detail layout (`detailConfig`, or the built-in one).
     public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
-    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
+    /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
+    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled,
+                lockCache: Bool = false) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
@@ -55,10 +59,12 @@ public final class Agent: Sendable {
         let store: CacheStore?
         if role == .observer {
             store = nil
+            cacheLock = nil
             let existing = FileManager.default.fileExists(atPath: configuration.database)
             cache = DeviceCache(existing ? try CacheStore(path: configuration.database, readOnly: true).loadAll() : [:])
         } else {
             let opened = try CacheStore(path: configuration.database)
+            cacheLock = lockCache ? try CacheLock(cache: configuration.database) : nil
             cache = DeviceCache(try opened.loadAll())
             store = opened
         }

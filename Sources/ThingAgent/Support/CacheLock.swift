@@ -4,8 +4,8 @@ import Glibc
 #endif
 
 /// One daemon per cache file: an exclusive `flock` on `<cache>.lock`, held for the daemon's lifetime (the kernel
-/// drops it when the process ends, however it ends, so a crash leaves no stale lock). The file holds the holder's
-/// pid, for the message a second daemon prints.
+/// drops it when the process ends, however it ends, so a crash leaves no stale lock). The file stays empty and is
+/// never rewritten: the holder's pid comes from /proc/locks.
 public final class CacheLock: Sendable {
     public let path: String
     private let descriptor: Int32
@@ -29,7 +29,7 @@ public final class CacheLock: Sendable {
     /// The lock file's path for a cache file.
     public static func path(forCache cache: String) -> String { cache + ".lock" }
 
-    /// Takes the lock at once or throws `Held` (naming the holder's pid when the file tells it).
+    /// Takes the lock at once or throws `Held` (naming the holder's pid when /proc/locks tells it).
     public init(cache: String) throws {
         path = Self.path(forCache: cache)
         // 0600 whatever the umask: the file is beside the cache, whose neighbours are private too.
@@ -38,23 +38,30 @@ public final class CacheLock: Sendable {
         fchmod(fd, 0o600)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
-            let holder = Self.readPID(fd)
+            let holder = Self.holder(of: fd)
             close(fd)
             if code == EWOULDBLOCK { throw Held(cache: cache, lockFile: path, holder: holder) }
             throw Failed(lockFile: path, reason: String(cString: strerror(code)))
         }
-        let text = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
-        _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         descriptor = fd
     }
 
-    private static func readPID(_ fd: Int32) -> Int32? {
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard count > 0 else { return nil }
-        let text = String(decoding: buffer[..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        return Int32(text)
+    /// The pid /proc/locks gives for the FLOCK on the file `fd` is open on (`1: FLOCK ADVISORY WRITE 812 08:01:1234
+    /// 0 EOF`: the pid, then the device as major:minor in hex and the inode).
+    private static func holder(of fd: Int32) -> Int32? {
+        var info = stat()
+        guard fstat(fd, &info) == 0,
+              let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        let device = UInt64(info.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
+        let minor = (device & 0xff) | ((device >> 12) & ~0xff)
+        let file = String(format: "%02llx:%02llx:%llu", major, minor, UInt64(info.st_ino))
+        for line in table.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == file else { continue }
+            return Int32(fields[4])
+        }
+        return nil
     }
 
     deinit {

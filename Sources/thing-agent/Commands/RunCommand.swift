@@ -35,24 +35,10 @@ enum RunCommand: Command {
         let hangups = SignalWatcher([SIGHUP]) { _ in reload.reload() }
         defer { hangups.cancel() }
         let systemd = SystemdSupervision(logger: logger)
-        // Held until the process ends: taken before the journal is replayed, which writes the cache.
-        let lock: CacheLock
-        do {
-            lock = try CacheLock(cache: configuration.database)
-        } catch {
-            logger.critical("cannot start: \(error)")
-            return .failure
-        }
         systemd.status("loading the cache \(configuration.database)")
         let agent: Agent
         do {
-            agent = try Agent(configuration: configuration, role: .service, logger: logger)
-        } catch let error as ThingModels.LoadError {
-            return configurationFailure(error, logger)
-        } catch let error as DetailConfig.Error {
-            return configurationFailure(error, logger)
-        } catch let error as Scenes.LoadError {
-            return configurationFailure(error, logger)
+            agent = try Agent(configuration: configuration, role: .service, logger: logger, lockCache: true)
         } catch {
             logger.critical("cannot start: \(error)")
             return .failure
@@ -82,16 +68,9 @@ enum RunCommand: Command {
         }
         supervision.withLock { $0?.cancel() }
         systemd.stopping()
-        withExtendedLifetime(lock) {}
         return outcome
     }
 
-    /// A thing model, scenes or detail file that cannot be read: exit 2 like a bad config file, which a restart
-    /// cannot fix (the unit's RestartPreventExitStatus).
-    private static func configurationFailure(_ error: any Error, _ logger: Logger) -> ExitCode {
-        logger.critical("cannot start: \(error)")
-        return .usage
-    }
 }
 
 /// A stop asked for by a signal, possibly before there is anything to stop: the action runs once both are there.

@@ -1,6 +1,7 @@
 import Foundation
 import MQTT
 import Synchronization
+import Testing
 import TestSupport
 
 /// A connected client of the shipped broker that records every payload it receives, to tell what an ACL let
@@ -47,4 +48,17 @@ func reaches(_ writer: MQTTClient, _ topic: String, _ reader: BrokerProbe, marke
     try await writer.publish(marker, payload: Array(mark.utf8), qos: .atLeastOnce)
     try await reader.waitFor(mark)
     return reader.saw(token)
+}
+
+/// Expects each `allowed` topic `writer` publishes to reach `reader`, and no `denied` one.
+func expectAccess(_ writer: MQTTClient, allowed: [String], denied: [String], reaching reader: BrokerProbe,
+                  marker: String, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    for topic in allowed {
+        #expect(try await reaches(writer, topic, reader, marker: marker), "\(topic) must be allowed",
+                sourceLocation: sourceLocation)
+    }
+    for topic in denied {
+        #expect(try await !reaches(writer, topic, reader, marker: marker), "\(topic) must be denied",
+                sourceLocation: sourceLocation)
+    }
 }

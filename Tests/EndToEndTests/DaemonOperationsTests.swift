@@ -6,6 +6,15 @@ import TestSupport
 /// Running under systemd and by hand: notify socket, watchdog, SIGHUP, one daemon per cache file, journald.
 @Suite("the daemon as a service: systemd, signals, lock, logs", .serialized)
 struct DaemonOperationsTests {
+    /// A device's report reaches the cache through the running daemon.
+    static func expectServes(_ harness: AgentHarness, _ broker: MosquittoBroker, device id: String) async throws {
+        let device = try SimulatedDevice(id, brokerURL: broker.url)
+        try await device.connect()
+        try await device.status(true, time: t0)
+        _ = try await harness.waitForInfo(id) { $0["online"] == true }
+        await device.disconnect()
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func tellsSystemdWhenReadyWhatItDoesAndWhenItStopsAndFeedsTheWatchdog() async throws {
         try await withBroker { broker in
@@ -75,10 +84,7 @@ struct DaemonOperationsTests {
 
             // The first goes on untouched.
             #expect(first.isRunning)
-            let device = try SimulatedDevice("lk1", brokerURL: broker.url)
-            try await device.connect()
-            try await device.status(true, time: t0)
-            _ = try await harness.waitForInfo("lk1") { $0["online"] == true }
+            try await Self.expectServes(harness, broker, device: "lk1")
             let attributes = try FileManager.default.attributesOfItem(atPath: harness.database + ".lock")
             #expect((attributes[.posixPermissions] as? Int) == 0o600)
             first.signal(SIGTERM)
@@ -88,7 +94,6 @@ struct DaemonOperationsTests {
             try await harness.startDaemon()
             harness.daemon?.signal(SIGTERM)
             #expect(await harness.daemon?.waitForExit(timeout: .seconds(10)) == 0)
-            await device.disconnect()
         }
     }
 
@@ -138,13 +143,9 @@ struct DaemonOperationsTests {
             daemon.signal(SIGHUP)
             try await waitUntil(timeout: .seconds(10)) { daemon.log.contains("nothing reloaded") }
             #expect(daemon.isRunning)
-            let device = try SimulatedDevice("hup1", brokerURL: broker.url)
-            try await device.connect()
-            try await device.status(true, time: t0)
-            _ = try await harness.waitForInfo("hup1") { $0["online"] == true }
+            try await Self.expectServes(harness, broker, device: "hup1")
             daemon.signal(SIGTERM)
             #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
-            await device.disconnect()
         }
     }
 

@@ -32,6 +32,8 @@ final class BrokerProbe: Sendable {
 
     func saw(_ payload: String) -> Bool { payloads.withLock { $0.contains(payload) } }
 
+    func payloadsContaining(_ text: String) -> Int { payloads.withLock { $0.filter { $0.contains(text) }.count } }
+
     func waitFor(_ payload: String, timeout: Duration = .seconds(15)) async throws {
         try await waitUntil(timeout: timeout) { self.saw(payload) }
     }

@@ -3,6 +3,7 @@ import JSON
 import MQTT
 import Testing
 import TestSupport
+import ThingAgent
 
 /// The real daemon and CLI behind the shipped broker configuration: client ids tied to users, and the operators'
 /// CLI doing what it documents.
@@ -14,7 +15,7 @@ struct ShippedDeploymentTests {
         var database: String { directory + "/cache.sqlite" }
 
         init() async throws {
-            broker = try await ShippedBroker(fleetUsers: ["dev1", "svc-dashboard"],
+            broker = try await ShippedBroker(fleetUsers: ["dev1", "svc-dashboard", "gwNew", "gwOld", "sub1"],
                                              agentUsers: ["thing-agent", "thing-agent-cli"])
             directory = try makeTemporaryDirectory("shipped-deployment")
         }
@@ -52,6 +53,15 @@ struct ShippedDeploymentTests {
                 try await Task.sleep(for: .milliseconds(100))
             }
             throw TestSupportError("condition not met for \(device): \(try await info(device) ?? [:])")
+        }
+
+        /// A device on the fleet listener under its own user, reporting its info and status.
+        func device(_ id: String, _ info: String, online: Bool) async throws -> SimulatedDevice {
+            let device = SimulatedDevice(id, client: try broker.client(id))
+            try await device.connect()
+            try await device.info(info, time: t0)
+            try await device.status(online, time: t0)
+            return device
         }
 
         deinit {
@@ -134,6 +144,58 @@ struct ShippedDeploymentTests {
         #expect(await watch.waitForExit(timeout: .seconds(10)) == 0)
         answering.cancel()
         await device.disconnect()
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func theOperatorsTransferRunsToItsEndThroughTheShippedACL() async throws {
+        let deployment = try await Deployment()
+        let daemon = try await deployment.startDaemon()
+        let gateway = #""productId":"p-gateway-1","category":"gateway","spaceId":1001"#
+        let gwNew = try await deployment.device("gwNew", #"{"name":"New",\#(gateway),"abilities":["gatewayTransfer"]}"#,
+                                                online: true)
+        let gwOld = try await deployment.device("gwOld", #"{"name":"Old",\#(gateway),"abilities":["gatewayTransfer"]}"#,
+                                                online: false)
+        let sub1 = try await deployment.device("sub1", #"{"category":"subdevice","gatewayId":"gwOld"}"#, online: true)
+        try await deployment.waitForInfo("sub1") { $0["gatewayId"] == "gwOld" }
+        try await deployment.waitForInfo("gwNew") { $0["online"] == true }
+        try await deployment.waitForInfo("gwOld") { $0["online"] == false }
+
+        let script = GatewayCommandsTests.Script()
+        script.set([(.deviceConfigInit, ""), (.deviceDataInit, ""), (.osConfigInit, ""), (.finish, "")])
+        let playing = try await GatewayCommandsTests.play(script, on: gwNew)
+        let transfer = try await runCommand(thingAgentExecutable(), ["transfer", "gwNew", "--from", "gwOld"]
+                                            + deployment.operatorOptions, environment: deployment.operatorEnvironment,
+                                            timeout: .seconds(60))
+        #expect(transfer.status == 0, "\(transfer.stdout) \(transfer.stderr)")
+        #expect(transfer.stdout.contains("finished: 1 sub-devices of gwOld now on gwNew: sub1")
+                || transfer.stdout.contains("finished: 1 sub-device of gwOld now on gwNew: sub1"), "\(transfer.stdout)")
+        try await deployment.waitForInfo("sub1") { $0["gatewayId"] == "gwNew" }
+        playing.cancel()
+        for device in [gwNew, gwOld, sub1] { await device.disconnect() }
+        daemon.signal(SIGTERM)
+        #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aServiceGetsAPIAnswersAndEventsFromTheRealDaemonThroughTheShippedACL() async throws {
+        let deployment = try await Deployment()
+        let daemon = try await deployment.startDaemon()
+        let service = try await BrokerProbe.connect(try deployment.broker.client("svc-dashboard"), subscribing: [
+            "thing-agent/replies/svc-dashboard/#", "thing-agent/events/#",
+        ])
+        let device = try await deployment.device("dev1", #"{"name":"Desk lamp"}"#, online: true)
+        try await deployment.waitForInfo("dev1") { $0["online"] == true }
+        try await waitUntil(timeout: .seconds(20)) { service.payloadsContaining("Desk lamp") > 0 }
+
+        let request = #"{"id":"svc-r1","device":"dev1","replyTo":"thing-agent/replies/svc-dashboard/r1"}"#
+        try await service.client.publish("thing-agent/api/thing-agent/request/info", payload: Array(request.utf8),
+                                         qos: .atLeastOnce)
+        try await waitUntil(timeout: .seconds(20)) { service.payloadsContaining("svc-r1") > 0 }
+        #expect(service.payloadsContaining("Desk lamp") >= 2, "the answer carries the device")
+        await device.disconnect()
+        await service.disconnect()
         daemon.signal(SIGTERM)
         #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
     }

@@ -12,6 +12,16 @@ struct StorageFaultTests {
         for _ in 0..<count { try await publisher.publishNext() }
     }
 
+    /// A connected device whose stream has its first `count` reports published (and acknowledged by the broker).
+    static func stream(_ id: String, _ broker: MosquittoBroker, count: Int) async throws
+        -> (device: SimulatedDevice, publisher: StreamPublisher) {
+        let device = try SimulatedDevice(id, brokerURL: broker.url)
+        try await device.connect()
+        let publisher = StreamPublisher(device: device)
+        try await publish(publisher, count: count)
+        return (device, publisher)
+    }
+
     @Test(.timeLimit(.minutes(3)),
           .enabled(if: SmallDisk.isAvailable, "mounting a tmpfs needs root and a system that allows it; skipped"))
     func aFullDiskHoldsNewMessagesAtTheBrokerAndLosesNothing() async throws {
@@ -21,10 +31,7 @@ struct StorageFaultTests {
             // A small journal (256 KiB reserved) fills after a few thousand reports, so the test reaches the point
             // where the journal must grow and the disk has no room.
             try await harness.startDaemon(environment: ["THING_AGENT_JOURNAL_SIZE": "262144"])
-            let device = try SimulatedDevice("full0", brokerURL: broker.url)
-            try await device.connect()
-            let publisher = StreamPublisher(device: device)
-            try await Self.publish(publisher, count: 50)
+            let (device, publisher) = try await Self.stream("full0", broker, count: 50)
             try await harness.waitForWholeStream("full0", last: 50)
 
             let filler = try disk.fill()
@@ -82,10 +89,7 @@ struct StorageFaultTests {
             let harness = try AgentHarness(broker: broker)
             // Batches gather for 3 s: the reports are in the journal only when it is cut.
             try await harness.startDaemon(environment: ["THING_AGENT_FLUSH_INTERVAL": "3"])
-            let device = try SimulatedDevice("trunc0", brokerURL: broker.url)
-            try await device.connect()
-            let publisher = StreamPublisher(device: device)
-            try await Self.publish(publisher, count: 200)
+            let (device, publisher) = try await Self.stream("trunc0", broker, count: 200)
             try await waitUntil(timeout: .seconds(30)) {
                 ((try? JournalFile(path: harness.journal))?.records.count ?? 0) >= 200
             }
@@ -116,10 +120,7 @@ struct StorageFaultTests {
         try await withBroker(FaultTests.unboundedQueue) { broker in
             let harness = try AgentHarness(broker: broker)
             try await harness.startDaemon()
-            let device = try SimulatedDevice("lost0", brokerURL: broker.url)
-            try await device.connect()
-            let publisher = StreamPublisher(device: device)
-            try await Self.publish(publisher, count: 100)
+            let (device, publisher) = try await Self.stream("lost0", broker, count: 100)
             try await harness.waitForWholeStream("lost0", last: 100)
             let edited = try await harness.cli(["edit", "lost0", "--name", "Kept name"])
             #expect(edited.status == 0, "\(edited.stderr)")
@@ -167,10 +168,7 @@ struct StorageFaultTests {
         try await withBroker(FaultTests.unboundedQueue) { broker in
             let harness = try AgentHarness(broker: broker)
             try await harness.startDaemon()
-            let device = try SimulatedDevice("frozen0", brokerURL: broker.url)
-            try await device.connect()
-            let publisher = StreamPublisher(device: device)
-            try await Self.publish(publisher, count: 50)
+            let (device, publisher) = try await Self.stream("frozen0", broker, count: 50)
             try await harness.waitForWholeStream("frozen0", last: 50)
 
             #expect(makeImmutable(harness.database))
@@ -191,7 +189,7 @@ struct StorageFaultTests {
         }
     }
 
-    /// The cache, its -wal and -shm, the journal and the storage status are 0600 even under umask 000.
+    /// The cache, its -wal and -shm, the journal, the storage status and the lock are 0600 even under umask 000.
     @Test(.timeLimit(.minutes(1)))
     func theDaemonsFilesArePrivateWhateverTheUmask() async throws {
         try await withBroker { broker in
@@ -206,7 +204,7 @@ struct StorageFaultTests {
             try await waitUntil(timeout: .seconds(15)) {
                 (try? await sqlite3(harness.database, "SELECT count(*) FROM properties")) == "1"
             }
-            for suffix in ["", "-wal", "-shm", ".journal", ".storage"] {
+            for suffix in ["", "-wal", "-shm", ".journal", ".storage", ".lock"] {
                 #expect(fileMode(harness.database + suffix) == 0o600, "\(harness.database + suffix)")
             }
             daemon.signal(SIGTERM)

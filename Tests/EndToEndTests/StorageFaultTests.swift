@@ -83,8 +83,8 @@ struct StorageFaultTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func aJournalTruncatedUnderTheDaemonIsRepairedAndLosesNothing() async throws {
+    @Test(.timeLimit(.minutes(2)), arguments: ["truncated", "deleted", "replaced"])
+    func aJournalTruncatedOrLostUnderTheDaemonIsRepairedAndLosesNothing(how: String) async throws {
         try await withBroker(FaultTests.unboundedQueue) { broker in
             let harness = try AgentHarness(broker: broker)
             // Batches gather for 3 s: the reports are in the journal only when it is cut.
@@ -93,12 +93,23 @@ struct StorageFaultTests {
             try await waitUntil(timeout: .seconds(30)) {
                 ((try? JournalFile(path: harness.journal))?.records.count ?? 0) >= 200
             }
-            #expect(truncate(harness.journal, 0) == 0)
+            switch how {
+            case "truncated": #expect(truncate(harness.journal, 0) == 0)
+            case "deleted": #expect(unlink(harness.journal) == 0)
+            default:
+                let other = harness.directory + "/other"
+                try "not a journal".write(toFile: other, atomically: true, encoding: .utf8)
+                #expect(rename(other, harness.journal) == 0)
+            }
             try await Self.publish(publisher, count: 200)
             try await harness.waitForWholeStream("trunc0", last: 400, timeout: .seconds(60))
             let daemon = try #require(harness.daemon)
             #expect(daemon.isRunning)
-            #expect(daemon.log.contains("truncated"), "not noticed: \(daemon.log.suffix(2000))")
+            #expect(daemon.log.contains("the file was \(how)"), "not noticed: \(daemon.log.suffix(2000))")
+            if how == "replaced" {
+                let names = try FileManager.default.contentsOfDirectory(atPath: harness.directory)
+                #expect(names.contains { $0.hasPrefix("cache.sqlite.journal.replaced-") }, "\(names)")
+            }
             try await harness.waitForStorage("ok")
 
             // The repaired journal keeps what comes next: a kill right after a burst loses nothing.
@@ -184,6 +195,31 @@ struct StorageFaultTests {
             clearImmutable(harness.database)
             try await harness.waitForWholeStream("frozen0", last: 100, timeout: .seconds(60))
             try await harness.waitForStorage("ok")
+            try await harness.stopCleanly()
+            await device.disconnect()
+        }
+    }
+
+    /// SIGTERM while intake is held: the daemon stops at once (the message it waits on stays with the broker), and
+    /// a start once the file is writable again brings everything.
+    @Test(.timeLimit(.minutes(2)),
+          .enabled(if: canMakeImmutable, "chattr +i does not work on this file system; skipped"))
+    func aStopWhileHoldingIsPromptAndLosesNothing() async throws {
+        try await withBroker(FaultTests.unboundedQueue) { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let (device, publisher) = try await Self.stream("stop0", broker, count: 50)
+            try await harness.waitForWholeStream("stop0", last: 50)
+            #expect(makeImmutable(harness.database))
+            defer { clearImmutable(harness.database) }
+            try await harness.waitForStorage("holding", naming: harness.database)
+            try await Self.publish(publisher, count: 50)
+            let daemon = try #require(harness.daemon)
+            daemon.signal(SIGTERM)
+            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0, "a held daemon did not stop: \(daemon.log.suffix(2000))")
+            clearImmutable(harness.database)
+            try await harness.startDaemon()
+            try await harness.waitForWholeStream("stop0", last: 100, timeout: .seconds(60))
             try await harness.stopCleanly()
             await device.disconnect()
         }

@@ -12,7 +12,8 @@ public enum DropReason: String, Sendable, CaseIterable {
     case malformed
     /// An answer with no request waiting for it (unknown `msgId`, or late after a timeout).
     case unmatchedResponse
-    /// Could not be written to the cache (disk full, read-only file).
+    /// Could not be applied to the cache. A message the journal cannot take (a full disk) is not dropped: it is
+    /// left with the broker, and counted when it is taken later.
     case storeFailed
 }
 

@@ -4,7 +4,8 @@ import MQTT
 import Synchronization
 
 /// The receive path. Runs on the MQTT network thread for every message, before the broker gets its PUBACK,
-/// so that a QoS 1 report is on disk before the broker forgets it. Keep it short: no waiting, no per-message tasks.
+/// so that a QoS 1 report is on disk before the broker forgets it. Keep it short: no waiting, no per-message tasks;
+/// the one wait is deliberate, when the storage cannot keep a message (`waitWhileStorageHolds`).
 final class Ingestor: Sendable {
     let topics: Topics
     let writer: CacheWriter

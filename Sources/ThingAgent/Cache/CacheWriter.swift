@@ -235,7 +235,8 @@ final class CacheWriter: Sendable {
     /// The file check's part for the journal. A journal truncated by someone else is made whole again, one deleted
     /// or replaced is created anew (a file found in its place is kept beside it); either way what memory holds is
     /// written to SQLite first, then the journal starts a new generation. A journal that found no room to grow
-    /// gets it here, once the disk has room again. Each case holds intake until it is repaired.
+    /// gets it here, once the disk has room again, or is emptied into SQLite when SQLite can take it. Each case
+    /// holds intake until it is repaired.
     func checkJournal() {
         try? flushing.withLock { _ throws in
             try ingest.withLock { state throws in
@@ -255,8 +256,11 @@ final class CacheWriter: Sendable {
                     }
                     storage.recovered(journal.path, .check)
                     storage.recovered(journal.path, .journalAppend)
-                } else if storage.isFailing(journal.path, .journalAppend), (try? journal.makeRoom()) != nil {
-                    storage.recovered(journal.path, .journalAppend)
+                } else if storage.isFailing(journal.path, .journalAppend) {
+                    // Room to grow, or else room at the start: SQLite takes what the journal holds, when it can.
+                    if (try? journal.makeRoom()) != nil || (try? startNextGeneration(&state, in: journal)) != nil {
+                        storage.recovered(journal.path, .journalAppend)
+                    }
                 }
             }
         }

@@ -307,7 +307,8 @@ public final class Agent: Sendable {
             do {
                 try writer.checkpoint()
             } catch {
-                logger.warning("could not checkpoint the cache file", metadata: ["error": "\(error)"])
+                logger.warning("could not checkpoint the cache file", metadata: [
+                    "file": configuration.database, "error": "\(error)"])
             }
         }
         apiQueue?.finish()

@@ -188,6 +188,8 @@ struct StorageFaultTests {
             try await Self.publish(publisher, count: 50)
             let daemon = try #require(harness.daemon)
             #expect(daemon.log.contains("is not writable"), "\(daemon.log.suffix(2000))")
+            let text = try await harness.cli(["stats"])
+            #expect(text.stdout.contains("Storage: holding") && text.stdout.contains(harness.database), "\(text.stdout)")
             // Held: nothing of the new reports reached the journal (the broker keeps them).
             let journaled = streamReports(in: try JournalFile(path: harness.journal).records).map(\.n)
             #expect(journaled.allSatisfy { $0 <= 50 }, "taken while the cache could not be written: \(journaled.max() ?? 0)")

@@ -9,7 +9,9 @@ public final class MQTTClient: Sendable {
     private let core: ClientCore
 
     /// `onMessage` runs synchronously on the network thread for every incoming message, BEFORE libmosquitto sends the
-    /// PUBACK/PUBREC (libmosquitto acknowledges after on_message returns). Keep it short. Messages are also yielded,
+    /// PUBACK/PUBREC (libmosquitto queues it just before calling on_message and, in the thread-safe mode this client
+    /// sets, writes it only once on_message returned; `dropConnectionUncleanly()` from here keeps it from going out).
+    /// Keep it short. Messages are also yielded,
     /// in order, to `messages` when `streamMessages` is true.
     ///
     /// `onStateChange` is called on the thread that changed the state, with the error that caused it if any

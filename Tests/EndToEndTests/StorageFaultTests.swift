@@ -247,6 +247,13 @@ struct StorageFaultTests {
             }
             daemon.signal(SIGTERM)
             #expect(await daemon.waitForExit(timeout: .seconds(20)) == 0)
+
+            // A cache others can read (an older version made it 0644) keeps its mode, with a warning at start.
+            #expect(chmod(harness.database, 0o644) == 0)
+            try await harness.startDaemon()
+            #expect(harness.daemon?.log.contains("readable by other users") == true)
+            #expect(fileMode(harness.database) == 0o644)
+            try await harness.stopCleanly()
             await device.disconnect()
         }
     }

@@ -173,19 +173,31 @@ struct StorageFaultTests {
         }
     }
 
+    /// A daemon with 50 reports of `id`'s stream in its cache, whose cache file is then made immutable: once it holds
+    /// intake, 50 more reports are published (they wait at the broker). The caller clears the attribute.
+    static func heldByAnImmutableCache(_ id: String, _ broker: MosquittoBroker) async throws
+        -> (harness: AgentHarness, device: SimulatedDevice, publisher: StreamPublisher) {
+        let harness = try AgentHarness(broker: broker)
+        try await harness.startDaemon()
+        let (device, publisher) = try await stream(id, broker, count: 50)
+        try await harness.waitForWholeStream(id, last: 50)
+        #expect(makeImmutable(harness.database))
+        do {
+            try await harness.waitForStorage("holding", naming: harness.database)
+            try await publish(publisher, count: 50)
+        } catch {
+            clearImmutable(harness.database)
+            throw error
+        }
+        return (harness, device, publisher)
+    }
+
     @Test(.timeLimit(.minutes(2)),
           .enabled(if: canMakeImmutable, "chattr +i does not work on this file system; skipped"))
     func aCacheFileMadeImmutableHoldsNewMessagesUntilItIsWritable() async throws {
         try await withBroker(FaultTests.unboundedQueue) { broker in
-            let harness = try AgentHarness(broker: broker)
-            try await harness.startDaemon()
-            let (device, publisher) = try await Self.stream("frozen0", broker, count: 50)
-            try await harness.waitForWholeStream("frozen0", last: 50)
-
-            #expect(makeImmutable(harness.database))
+            let (harness, device, _) = try await Self.heldByAnImmutableCache("frozen0", broker)
             defer { clearImmutable(harness.database) }
-            try await harness.waitForStorage("holding", naming: harness.database)
-            try await Self.publish(publisher, count: 50)
             let daemon = try #require(harness.daemon)
             #expect(daemon.log.contains("is not writable"), "\(daemon.log.suffix(2000))")
             let text = try await harness.cli(["stats"])
@@ -208,14 +220,8 @@ struct StorageFaultTests {
           .enabled(if: canMakeImmutable, "chattr +i does not work on this file system; skipped"))
     func aStopWhileHoldingIsPromptAndLosesNothing() async throws {
         try await withBroker(FaultTests.unboundedQueue) { broker in
-            let harness = try AgentHarness(broker: broker)
-            try await harness.startDaemon()
-            let (device, publisher) = try await Self.stream("stop0", broker, count: 50)
-            try await harness.waitForWholeStream("stop0", last: 50)
-            #expect(makeImmutable(harness.database))
+            let (harness, device, _) = try await Self.heldByAnImmutableCache("stop0", broker)
             defer { clearImmutable(harness.database) }
-            try await harness.waitForStorage("holding", naming: harness.database)
-            try await Self.publish(publisher, count: 50)
             let daemon = try #require(harness.daemon)
             daemon.signal(SIGTERM)
             #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0, "a held daemon did not stop: \(daemon.log.suffix(2000))")

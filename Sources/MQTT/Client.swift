@@ -1,4 +1,5 @@
 internal import CMosquitto
+import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,7 +9,9 @@ public final class MQTTClient: Sendable {
     private let core: ClientCore
 
     /// `onMessage` runs synchronously on the network thread for every incoming message, BEFORE libmosquitto sends the
-    /// PUBACK/PUBREC (libmosquitto acknowledges after on_message returns). Keep it short. Messages are also yielded,
+    /// PUBACK/PUBREC (libmosquitto queues it just before calling on_message and, in the thread-safe mode this client
+    /// sets, writes it only once on_message returned; `dropConnectionUncleanly()` from here keeps it from going out).
+    /// Keep it short. Messages are also yielded,
     /// in order, to `messages` when `streamMessages` is true.
     ///
     /// `onStateChange` is called on the thread that changed the state, with the error that caused it if any
@@ -52,6 +55,16 @@ public final class MQTTClient: Sendable {
     public var messages: AsyncStream<MQTTMessage> { core.messages }
 
     public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
+
+    /// How long ago the network thread (which also runs `onMessage`) last went round its loop; nil when no thread
+    /// runs. It goes round at least every 100 ms while it connects, serves or waits to reconnect, so a large value
+    /// means it is stuck (in `onMessage`, say).
+    public var networkThreadIdle: Duration? {
+        guard core.state.withLock({ $0.threadRunning }) else { return nil }
+        let last = core.heartbeat.load(ordering: .relaxed)
+        let now = DispatchTime.now().uptimeNanoseconds
+        return .nanoseconds(Int64(clamping: now > last ? now - last : 0))
+    }
 
     /// The error behind the latest state change (a lost connection, a failed attempt), if any.
     public var lastError: MQTTError? { core.state.withLock { $0.lastError } }
@@ -224,7 +237,10 @@ public final class MQTTClient: Sendable {
     }
 
     /// Cuts the TCP connection without DISCONNECT, as a crash or a network failure would: the broker publishes the
-    /// will and the client reconnects. For tests inside this package.
+    /// will and the client reconnects. Nothing more goes out on that connection, so called from `onMessage` it also
+    /// refuses the message being handled: its PUBACK, queued but not yet written, never reaches the broker, which
+    /// sends the message again after the reconnect (persistent session). Used by tests and by a receive path that
+    /// cannot keep a message (ThingAgent's, on a full disk).
     package func dropConnectionUncleanly() {
         core.withState { state in
             guard let handle = state.handle else { return }

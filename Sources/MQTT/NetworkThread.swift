@@ -62,6 +62,7 @@ struct NetworkThread: Sendable {
     private func serve() -> MQTTError? {
         var losses = ConnectionLosses(configuration: configuration)
         while true {
+            core.beat()
             if stopRequested {
                 disconnectGracefully()
                 return nil
@@ -140,6 +141,7 @@ struct NetworkThread: Sendable {
 
         var restoreSent = false
         while true {
+            core.beat()
             let now = clock.now
             if now >= deadline {
                 return .failure(
@@ -236,6 +238,7 @@ struct NetworkThread: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now + duration
         while clock.now < deadline {
+            core.beat()
             if stopRequested { return false }
             let slice = min(deadline - clock.now, .milliseconds(50))
             usleep(UInt32(max(slice.seconds * 1_000_000, 0)))

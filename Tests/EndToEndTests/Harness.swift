@@ -11,10 +11,12 @@ final class AgentHarness: Sendable {
     let clientID: String
     private let daemonBox = DaemonBox()
 
-    init(broker: MosquittoBroker, clientID: String? = nil) throws {
+    /// `database`: where the cache goes (the daemon's log stays in `directory`); in `directory` when nil.
+    /// `clientID`: the daemon's client id; a fresh one when nil.
+    init(broker: MosquittoBroker, database: String? = nil, clientID: String? = nil) throws {
         self.broker = broker
         directory = try makeTemporaryDirectory("thing-agent-e2e")
-        database = directory + "/cache.sqlite"
+        self.database = database ?? directory + "/cache.sqlite"
         self.clientID = clientID ?? "agent-\(UInt32.random(in: 0...UInt32.max))"
     }
 

@@ -105,7 +105,7 @@ struct OfflineAlertTests {
     @Test("a device back online within the grace period gives neither warning nor online event")
     func noEventsWithinGrace() async throws {
         try await withBroker { broker in
-            let (_, watcher, _) = try await Self.watchedDaemon(broker, grace: 4)
+            let (harness, watcher, _) = try await Self.watchedDaemon(broker, grace: 4)
             let quick = try SimulatedDevice("blink1", brokerURL: broker.url)
             let slow = try SimulatedDevice("blink2", brokerURL: broker.url)
             for device in [quick, slow] {
@@ -119,6 +119,7 @@ struct OfflineAlertTests {
             try await waitUntil(timeout: .seconds(30)) { !watcher.events("offline", of: "blink2").isEmpty }
             #expect(watcher.events("offline", of: "blink1").isEmpty)
             #expect(watcher.events("online", of: "blink1").isEmpty)
+            #expect(harness.daemon?.isRunning == true)
             await quick.disconnect()
             await slow.disconnect()
         }

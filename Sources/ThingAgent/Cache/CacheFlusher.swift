@@ -14,6 +14,8 @@ final class CacheFlusher: Sendable {
     let journalLimit: Int64
     let reportInterval: Duration
     let report: (@Sendable () -> [String: Int64])?
+    /// The daemon's look at its files (`CacheFileCheck`), run every `reportInterval`.
+    let check: (@Sendable () -> Void)?
     let logger: Logger
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
@@ -25,8 +27,26 @@ final class CacheFlusher: Sendable {
     /// How the writes to SQLite go: the health check and the metrics read it.
     let status = FlushStatus()
 
+    /// When the thread last went round its loop (uptime nanoseconds); 0 before it started.
+    private let heartbeat = Atomic<UInt64>(0)
+
+    /// How long ago the flusher thread last went round its loop; nil when it does not run. With `report` set it
+    /// wakes at least every `reportInterval`; a large value means a write is stuck.
+    var idle: Duration? {
+        guard started.load(ordering: .relaxed), !stopping.load(ordering: .relaxed) else { return nil }
+        let last = heartbeat.load(ordering: .relaxed)
+        let now = DispatchTime.now().uptimeNanoseconds
+        return .nanoseconds(Int64(clamping: now > last ? now - last : 0))
+    }
+
+    private func beat() {
+        heartbeat.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+    }
+
     init(writer: CacheWriter, interval: Duration = .milliseconds(50), journalLimit: Int64 = 64 << 20,
-         reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil, logger: Logger) {
+         reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil,
+         check: (@Sendable () -> Void)? = nil, logger: Logger) {
+        self.check = check
         self.writer = writer
         self.interval = interval
         self.journalLimit = journalLimit
@@ -37,10 +57,13 @@ final class CacheFlusher: Sendable {
 
     func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
+        beat()
         let thread = Thread { [self] in
+            var checked = ContinuousClock.now
             while !stopping.load(ordering: .relaxed) {
+                beat()
                 let woken: Bool
-                if report == nil {
+                if report == nil && check == nil {
                     writer.dirtySignal.wait()
                     woken = true
                 } else {
@@ -52,6 +75,11 @@ final class CacheFlusher: Sendable {
                     flushOnce()
                 } else {
                     reportOnce()
+                }
+                // Also under a steady load, when the wait above never times out.
+                if let check, ContinuousClock.now - checked >= reportInterval {
+                    check()
+                    checked = ContinuousClock.now
                 }
             }
             done.signal()
@@ -91,10 +119,17 @@ final class CacheFlusher: Sendable {
             if let rows { reported.withLock { $0 = rows } }
             try writer.compactJournal(threshold: journalLimit ?? self.journalLimit)
             status.succeeded(after: ContinuousClock.now - started)
+            if let path = writer.databasePath { writer.storage.recovered(path, .write) }
         } catch {
             status.failed()
-            logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
-                         metadata: ["error": "\(error)"])
+            // Logged once by the storage status (not at every retry), and again when it works.
+            if let path = writer.databasePath {
+                writer.storage.fail(path, .write, "could not write the cache to SQLite; will retry (the journal "
+                                    + "keeps the data): \(error)", holdsIntake: false)
+            } else {
+                logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
+                             metadata: ["error": "\(error)"])
+            }
             // Retry after a pause rather than spinning.
             if writer.hasDirty {
                 pause(.seconds(1))
@@ -110,7 +145,12 @@ final class CacheFlusher: Sendable {
             try writer.writeMeta(rows)
             reported.withLock { $0 = rows }
         } catch {
-            logger.error("could not write the counters to SQLite; will retry", metadata: ["error": "\(error)"])
+            if let path = writer.databasePath {
+                writer.storage.fail(path, .write, "could not write the counters to SQLite; will retry: \(error)",
+                                    holdsIntake: false)
+            } else {
+                logger.error("could not write the counters to SQLite; will retry", metadata: ["error": "\(error)"])
+            }
         }
     }
 }

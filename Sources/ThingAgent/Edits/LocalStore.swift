@@ -99,8 +99,53 @@ public final class LocalStore: Sendable {
         self.path = path
     }
 
+    /// Closes the connection, runs `body`, and opens the file again, also when `body` throws (the daemon puts a
+    /// cache file back under the path while no connection to the old one is open).
+    func reopen(around body: () throws -> Void) throws {
+        try database.withLock { database throws in
+            var options = database.options
+            options.create = false  // a path left empty by a failure stays empty: the next check sees it as lost
+            database.close()
+            defer {
+                if let reopened = try? Database(path: path, options: options) { database = reopened }
+            }
+            try body()
+        }
+    }
+
     private func withDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
         try database.withLock { database throws -> T in try body(database) }
+    }
+
+    // MARK: offline alerts (the daemon's, through OfflineAlertStore: this connection is the one reopened when the
+    // cache file is put back, so no other connection may hold the old file)
+
+    func offlineAlerts() throws -> [(id: String, offlineSince: Millis, warned: Bool)] {
+        try withDatabase { db in
+            try db.query("SELECT dev_id, offline_since, warned FROM offline_alerts").compactMap { row in
+                guard let id = row.string("dev_id"), let since = row.int("offline_since") else { return nil }
+                return (id, since, (row.int("warned") ?? 0) != 0)
+            }
+        }
+    }
+
+    /// Upserts the given alerts (nil deletes the row) in one transaction.
+    func saveOfflineAlerts(_ changes: [(id: String, alert: (offlineSince: Millis, warned: Bool)?)]) throws {
+        try withDatabase { db in
+            try db.transaction {
+                for (id, alert) in changes {
+                    if let alert {
+                        try db.run("""
+                            INSERT INTO offline_alerts (dev_id, offline_since, warned) VALUES (?, ?, ?)
+                            ON CONFLICT(dev_id) DO UPDATE SET offline_since = excluded.offline_since,
+                                warned = excluded.warned
+                            """, [.text(id), .integer(alert.offlineSince), .integer(alert.warned ? 1 : 0)])
+                    } else {
+                        try db.run("DELETE FROM offline_alerts WHERE dev_id = ?", [.text(id)])
+                    }
+                }
+            }
+        }
     }
 
     // MARK: metadata

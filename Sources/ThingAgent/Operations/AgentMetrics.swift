@@ -49,6 +49,14 @@ extension Agent {
         out.single("thing_agent_journal_bytes", .gauge,
                    "Bytes of the journal in use: reports acknowledged to the broker, not yet emptied after SQLite "
                        + "took them in.", Double(writer.journalUsage?.value ?? 0))
+        out.family("thing_agent_storage", .gauge,
+                   "1 for the daemon's storage state: ok, degraded (a file fails, the journal keeps messages) or "
+                       + "holding (new messages are left with the broker).")
+        let storage = writer.storage
+        let state = !storage.hasProblems ? "ok" : storage.holdsIntake ? "holding" : "degraded"
+        for name in ["ok", "degraded", "holding"] {
+            out.sample("thing_agent_storage", [("state", name)], name == state ? 1 : 0)
+        }
         out.single("thing_agent_listener_events_dropped_total", .counter,
                    "Listener events dropped because a listener's queue was full.", Double(events.dropped))
         out.single("thing_agent_offline_warnings_total", .counter, "Offline warnings published.",

@@ -23,8 +23,10 @@ public final class Agent: Sendable {
     public let cache: DeviceCache
     public let events: EventHub
     public let logger: Logger
-    /// The thing models that check property sets, loaded from `modelsDirectory` at init.
-    public let models: ThingModels
+    /// The thing models that check property sets, loaded from `modelsDirectory` at init (and at `reload()`).
+    public var models: ThingModels { reloadable.withLock { $0.models } }
+    /// What `reload()` replaces: read at init, swapped whole on a reload.
+    let reloadable: Mutex<ReloadableSettings>
     let topics: Topics
     let writer: CacheWriter
     let tracker: RequestTracker
@@ -43,25 +45,30 @@ public final class Agent: Sendable {
     let apiQueue: APIQueue?
     /// Events published and API requests served.
     public let integration: IntegrationCounters
+    /// Held for the agent's lifetime when made with `lockCache` (the daemon): one daemon per cache file.
+    let cacheLock: CacheLock?
     /// The device-detail layout (`detailConfig`, or the built-in one).
-    public let detailConfig: DetailConfig
+    public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
-    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
+    /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
+    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled,
+                lockCache: Bool = false) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
-        models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
+        reloadable = Mutex(try ReloadableSettings(configuration, role: role))
         topics = configuration.topics
-        detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
         events = EventHub()
         let store: CacheStore?
         if role == .observer {
             store = nil
+            cacheLock = nil
             let existing = FileManager.default.fileExists(atPath: configuration.database)
             cache = DeviceCache(existing ? try CacheStore(path: configuration.database, readOnly: true).loadAll() : [:])
         } else {
             let opened = try CacheStore(path: configuration.database)
+            cacheLock = lockCache ? try CacheLock(cache: configuration.database) : nil
             cache = DeviceCache(try opened.loadAll())
             store = opened
         }
@@ -73,14 +80,23 @@ public final class Agent: Sendable {
         } else {
             local = try LocalStore(path: configuration.database)
         }
-        let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
-        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester)
+        let journal = role == .service
+            ? try Journal(path: configuration.database + ".journal", initialCapacity: try Self.journalSize()) : nil
+        let storage = role == .service
+            ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
+            : StorageMonitor()
+        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester,
+                             storage: storage)
+        if role == .service, PrivateFiles.isReadableByOthers(configuration.database) {
+            logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
+                           + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.database])
+        }
         tracker = RequestTracker(limit: configuration.maxInFlight)
         let local = local
         let integration = IntegrationCounters()
         self.integration = integration
         // Only the daemon warns, and it keeps its warnings in the file so that a restart neither loses nor repeats one.
-        let alerts = role == .service ? try OfflineAlertStore(path: configuration.database) : nil
+        let alerts = role == .service ? local.map(OfflineAlertStore.init) : nil
         offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events, store: alerts,
                                     logger: logger) { device in
             local?.offlineWarningEnabled(device) ?? true
@@ -105,8 +121,13 @@ public final class Agent: Sendable {
             rows[IngestStatistics.sinceKey] = since
             return rows
         }
+        var check: (@Sendable () -> Void)?
+        if role == .service {
+            let fileCheck = CacheFileCheck(path: configuration.database, writer: writer, local: local)
+            check = { fileCheck.run() }
+        }
         flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
-                               logger: logger)
+                               check: check, logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
         let replayed = try writer.replayJournal { ingestor.replay($0) }
         ingestor.counters.reset()
@@ -126,6 +147,25 @@ public final class Agent: Sendable {
             configuration: mqtt, streamMessages: false,
             onMessage: { message in ingestor.handle(message) },
             onStateChange: { state, error in connectionLog.changed(state, error) })
+        // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
+        ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
+    }
+
+    /// Whether the daemon can keep what it receives: which of its files fail, and whether new messages are left
+    /// with the broker meanwhile (README, "What survives what"). Always healthy for the CLI's roles.
+    public var storage: StorageStatus { writer.storage.status }
+
+    /// The journal's reserved size: `THING_AGENT_JOURNAL_SIZE` bytes (at least 64 KiB), else 16 MiB. It grows as
+    /// needed and shrinks back to this size when emptied.
+    static func journalSize() throws -> Int {
+        guard let text = ProcessInfo.processInfo.environment["THING_AGENT_JOURNAL_SIZE"] else {
+            return Journal.initialCapacity
+        }
+        guard let size = Int(text), size >= 64 << 10, size <= 1 << 40 else {
+            throw AgentConfiguration.Error(message: "THING_AGENT_JOURNAL_SIZE: invalid value '\(text)' "
+                                           + "(bytes, at least 65536)")
+        }
+        return size
     }
 
     /// Counters of the receive path.
@@ -153,7 +193,8 @@ public final class Agent: Sendable {
     /// Starts, works until the calling task is cancelled, then stops gracefully (also when cancelled while still
     /// waiting for the broker). The service waits for a broker that is not up yet (retrying with backoff); refused
     /// credentials or a TLS set-up that cannot work end `run()` with the error at once.
-    public func run() async throws {
+    /// `onStarted` runs once the broker acknowledged the subscriptions (systemd's READY=1).
+    public func run(onStarted: (@Sendable () -> Void)? = nil) async throws {
         // Registered before connecting, so the feed starts with the first message (and counts as a listener
         // from then on).
         let events = role == .service && configuration.publishEvents
@@ -174,6 +215,7 @@ public final class Agent: Sendable {
             throw error
         }
         defer { metrics?.stop() }
+        onStarted?()
         // The timers, the event feed and the API, until cancelled.
         await withDiscardingTaskGroup { group in
             group.addTask { await self.runTimers() }
@@ -254,6 +296,7 @@ public final class Agent: Sendable {
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
     public func stop() async {
+        ingestor.stopWaiting()
         if role == .service, client.state == .connected {
             // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a
             // backlog of messages to the agent (seen taking 2 s), and the announcement goes out before the
@@ -280,7 +323,8 @@ public final class Agent: Sendable {
             do {
                 try writer.checkpoint()
             } catch {
-                logger.warning("could not checkpoint the cache file", metadata: ["error": "\(error)"])
+                logger.warning("could not checkpoint the cache file", metadata: [
+                    "file": configuration.database, "error": "\(error)"])
             }
         }
         apiQueue?.finish()

@@ -13,7 +13,8 @@ public enum DropReason: String, Sendable, CaseIterable {
     /// An answer to one of this agent's requests that came after the request ended (timed out or cancelled).
     /// Answers to other clients' requests are not drops: they count as `forOtherClients`.
     case unmatchedResponse
-    /// Could not be written to the cache (disk full, read-only file).
+    /// Could not be applied to the cache. A message the journal cannot take (a full disk) is not dropped: it is
+    /// left with the broker, and counted when it is taken later.
     case storeFailed
 }
 
@@ -50,6 +51,8 @@ final class IngestCounters: Sendable {
     func countApplied() { applied.add(1, ordering: .relaxed) }
     func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
     func countForOtherClients() { forOtherClients.add(1, ordering: .relaxed) }
+    /// Takes back `countReceived` for a message the receive path could not keep and left with the broker.
+    func countNotTaken() { received.subtract(1, ordering: .relaxed) }
     func countDrop(_ reason: DropReason) { drops[reason]?.add() }
 
     var snapshot: IngestStatistics {

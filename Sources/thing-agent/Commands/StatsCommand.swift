@@ -16,6 +16,9 @@ enum StatsCommand: Command {
             daemon's last start; every message received ends as applied, unchanged, for other clients (answers
             to another client's request, which every client hears) or dropped, so
             received = applied + unchanged + forOtherClients + dropped.
+            Then the storage status the daemon keeps in <database>.storage: ok, degraded (a file fails, messages
+            are still taken: the journal keeps them) or holding (new messages are left with the broker), with the
+            failing file and error.
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -29,6 +32,7 @@ enum StatsCommand: Command {
                 """)
         }
         let stats = stored.statistics
+        let storage = storage(of: configuration.database)
         if arguments.has("json") {
             var dropped = JSONObject()
             for reason in DropReason.allCases { dropped[reason.rawValue] = .integer(Int64(stats.dropped[reason] ?? 0)) }
@@ -37,6 +41,7 @@ enum StatsCommand: Command {
                 ("unchanged", .integer(Int64(stats.unchanged))),
                 ("forOtherClients", .integer(Int64(stats.forOtherClients))), ("dropped", .object(dropped)),
                 ("droppedTotal", .integer(Int64(stats.droppedTotal))), ("since", .integer(stored.since)),
+                ("storage", storage?.json ?? .null),
             ])))
             return .success
         }
@@ -54,6 +59,7 @@ enum StatsCommand: Command {
             print("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
                 + String(repeating: " ", count: numberWidth - number.count) + number)
         }
+        printStorage(storage)
         return .success
     }
 }

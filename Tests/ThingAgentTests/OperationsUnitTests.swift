@@ -6,11 +6,12 @@ import TestSupport
 
 @Suite("Metrics settings, text format and health conditions")
 struct OperationsUnitTests {
-    @Test("the shipped config serves metrics on loopback and publishes events at QoS 1")
-    func shippedConfig() throws {
+    @Test("the shipped configs serve metrics on loopback and publish events at QoS 1",
+          arguments: ["Config/agent.json", "deploy/agent.json"])
+    func shippedConfig(file: String) throws {
         var configuration = AgentConfiguration()
         #expect(configuration.metricsAddress == nil, "off by default")
-        try configuration.apply(file: repositoryRoot + "/Config/agent.json")
+        try configuration.apply(file: repositoryRoot + "/" + file)
         let address = try #require(configuration.metricsAddress.flatMap(MetricsAddress.init))
         #expect(address.host == "127.0.0.1")
         #expect(configuration.eventsQoS == 1)

@@ -39,7 +39,8 @@ let package = Package(
         .target(name: "JSON", swiftSettings: swift6),
         .target(name: "MQTT", dependencies: ["CMosquitto", "COpenSSL"], swiftSettings: swift6),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
-        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "CMicroHTTPD"], swiftSettings: swift6),
+        .target(name: "HTTPEndpoint", dependencies: ["CMicroHTTPD"], swiftSettings: swift6),
+        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "HTTPEndpoint"], swiftSettings: swift6),
         .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
         // Benchmarks: a release-built executable that prints figures (README, "Performance").
         .executableTarget(

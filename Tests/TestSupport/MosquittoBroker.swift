@@ -113,6 +113,8 @@ public final class MosquittoBroker: Sendable {
         kill()
         if !removed.exchange(true, ordering: .relaxed) {
             try? FileManager.default.removeItem(atPath: directory)
+            releaseLoopbackPort(port)
+            if let tlsPort { releaseLoopbackPort(tlsPort) }
         }
     }
 

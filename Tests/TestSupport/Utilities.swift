@@ -13,7 +13,8 @@ public func makeTemporaryDirectory(_ prefix: String = "thing-agent-test") throws
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it), and that no other test in this process
-/// or in another test process running at the same time has been given: a port is reserved until the process exits.
+/// or in another test process running at the same time has been given: it stays reserved until
+/// `releaseLoopbackPort` (a broker's `stop()` releases its ports) or the process exits.
 ///
 /// Without the reservation, the port of a broker that a test killed and is about to restart could be handed to
 /// another test's new broker; one of the two then failed to bind, found the port accepting anyway (the other's
@@ -27,11 +28,22 @@ public func freeLoopbackPort() throws -> Int {
     throw TestSupportError("no unreserved free port after 200 tries")
 }
 
+/// Gives a port from `freeLoopbackPort` back.
+public func releaseLoopbackPort(_ port: Int) {
+    PortReservations.release(port)
+}
+
 /// Reservations as locked files in a directory every test process shares; the kernel drops a lock when its process
-/// exits, so a crashed run leaves nothing reserved.
+/// exits, so a crashed run leaves nothing reserved. Released when done with: every lock is a line of the system's
+/// /proc/locks, which other programs read (the agent does, to name a cache lock's holder).
 enum PortReservations {
-    private static let held = Mutex<[Int32]>([])
+    private static let held = Mutex<[Int: Int32]>([:])
     private static let directory = "/tmp/thing-agent-test-ports"
+
+    static func release(_ port: Int) {
+        guard let fd = held.withLock({ $0.removeValue(forKey: port) }) else { return }
+        close(fd)
+    }
 
     static func reserve(_ port: Int) -> Bool {
         mkdir(directory, 0o777)
@@ -41,7 +53,7 @@ enum PortReservations {
             close(fd)
             return false
         }
-        held.withLock { $0.append(fd) }
+        held.withLock { $0[port] = fd }
         return true
     }
 }

@@ -83,3 +83,26 @@ struct OperationsUnitTests {
         }
     }
 }
+
+@Suite("The cache lock names its holder on a machine with many locks")
+struct CacheLockHolderTests {
+    @Test("the holder's pid is found past the first 4 KiB of /proc/locks")
+    func holderFoundAmongManyLocks() throws {
+        let directory = try makeTemporaryDirectory("many-locks")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = directory + "/cache.sqlite"
+        let first = try CacheLock(cache: cache)
+        // More locks after it: /proc/locks lists the newest first, so the holder's line is then past the first
+        // 4 KiB, all that one read of a /proc file gives.
+        var descriptors: [Int32] = []
+        defer { descriptors.forEach { close($0) } }
+        for n in 0..<150 {
+            let fd = open("\(directory)/other-\(n)", O_RDWR | O_CREAT, 0o600)
+            if fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 { descriptors.append(fd) }
+        }
+        #expect(descriptors.count == 150)
+        let held = #expect(throws: CacheLock.Held.self) { _ = try CacheLock(cache: cache) }
+        #expect(held?.holder == getpid(), "\(String(describing: held))")
+        _ = first
+    }
+}

@@ -1,3 +1,4 @@
+import HTTPEndpoint
 import JSON
 
 extension Agent {
@@ -7,7 +8,7 @@ extension Agent {
         guard let address = MetricsAddress(text) else {
             throw HTTPServerError(message: "metricsAddress '\(text)' is not HOST:PORT")
         }
-        let server = try HTTPServer(address: address, routes: [
+        let server = try HTTPServer(host: address.host, port: address.port, address: "\(address)", routes: [
             "/metrics": { [self] in
                 HTTPServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
                                     body: Array(metricsText().utf8))

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPEndpoint
 import JSON
 import MQTT
 import Synchronization

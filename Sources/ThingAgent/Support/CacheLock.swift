@@ -49,8 +49,7 @@ public final class CacheLock: Sendable {
     /// 0 EOF`: the pid, then the device as major:minor in hex and the inode).
     private static func holder(of fd: Int32) -> Int32? {
         var info = stat()
-        guard fstat(fd, &info) == 0,
-              let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        guard fstat(fd, &info) == 0, let table = readWhole("/proc/locks") else { return nil }
         let device = UInt64(info.st_dev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
         let minor = (device & 0xff) | ((device >> 12) & ~0xff)
@@ -61,6 +60,22 @@ public final class CacheLock: Sendable {
             return Int32(fields[4])
         }
         return nil
+    }
+
+    /// A /proc file read to its end: `String(contentsOfFile:)` stops after the first 4 KiB of one, since /proc files
+    /// report a size of 0, and /proc/locks has a line per lock on the whole machine.
+    private static func readWhole(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else { return n == 0 ? String(decoding: bytes, as: UTF8.self) : nil }
+            bytes += chunk[0..<n]
+        }
     }
 
     deinit {

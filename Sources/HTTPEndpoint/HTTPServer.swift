@@ -7,29 +7,40 @@ import Glibc
 /// A small read-only HTTP server over libmicrohttpd: GET on a few paths, each answered by a handler. One internal
 /// thread of libmicrohttpd's polls every connection (a slow client holds up nobody), at most `connectionLimit`
 /// connections, each closed after `connectionTimeout` seconds idle. Request bodies are not read.
-final class HTTPServer: Sendable {
-    struct Response: Sendable {
-        var status: Int
-        var contentType: String
-        var body: [UInt8]
+///
+/// A module of its own so that libmicrohttpd's C headers (which pull in the system's socket headers) are imported
+/// by this module alone, not by every file of the agent.
+public final class HTTPServer: Sendable {
+    public struct Response: Sendable {
+        public var status: Int
+        public var contentType: String
+        public var body: [UInt8]
+
+        public init(status: Int, contentType: String, body: [UInt8]) {
+            self.status = status
+            self.contentType = contentType
+            self.body = body
+        }
     }
 
-    typealias Handler = @Sendable () -> Response
+    public typealias Handler = @Sendable () -> Response
 
     static let connectionLimit: UInt32 = 32
     static let connectionTimeout: UInt32 = 10
 
-    let address: MetricsAddress
+    /// `host:port` as given (for messages).
+    public let address: String
     private let routes: [String: Handler]
     private let daemon: DaemonHandle
 
-    /// Binds and starts serving; throws with the reason when the address cannot be used.
-    init(address: MetricsAddress, routes: [String: Handler]) throws {
+    /// Binds `host` (an address or a name) and `port` and starts serving; throws with the reason when they cannot
+    /// be used. `address` is how to name them in messages.
+    public init(host: String, port: Int, address: String, routes: [String: Handler]) throws {
         self.address = address
         self.routes = routes
         daemon = DaemonHandle()
         let context = Unmanaged.passUnretained(self).toOpaque()
-        guard var socketAddress = SocketAddress(host: address.host, port: address.port) else {
+        guard var socketAddress = SocketAddress(host: host, port: port) else {
             throw HTTPServerError(message: "cannot resolve the metrics address \(address)")
         }
         var flags = UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue)
@@ -41,7 +52,7 @@ final class HTTPServer: Sendable {
                 Self.option(.CONNECTION_TIMEOUT), Self.connectionTimeout,
                 Self.option(.END),
             ]) { options in
-                MHD_start_daemon_va(flags, UInt16(address.port), nil, nil, HTTPServer.handle, context, options)
+                MHD_start_daemon_va(flags, UInt16(port), nil, nil, HTTPServer.handle, context, options)
             }
         }
         guard let started else {
@@ -57,7 +68,7 @@ final class HTTPServer: Sendable {
     private static func option(_ option: MHD_OPTION) -> Int32 { Int32(truncatingIfNeeded: option.rawValue) }
 
     /// Stops listening and waits for the server thread; idempotent.
-    func stop() {
+    public func stop() {
         guard let pointer = daemon.take() else { return }
         MHD_stop_daemon(pointer)
     }
@@ -83,7 +94,8 @@ final class HTTPServer: Sendable {
         let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
         let path = url.map { String(cString: $0) } ?? "/"
         let verb = method.map { String(cString: $0) } ?? "GET"
-        let answer = server.response(method: verb, path: path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? path)
+        let route = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? path
+        let answer = server.response(method: verb, path: route)
         let response = answer.body.withUnsafeBytes { bytes in
             MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
                                             HTTPServer.copyMemory)
@@ -96,9 +108,13 @@ final class HTTPServer: Sendable {
     }
 }
 
-struct HTTPServerError: Error, CustomStringConvertible {
-    let message: String
-    var description: String { message }
+public struct HTTPServerError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+
+    public init(message: String) {
+        self.message = message
+    }
 }
 
 /// The running daemon's pointer; set once at start, taken once at stop.

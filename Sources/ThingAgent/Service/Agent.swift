@@ -41,6 +41,9 @@ public final class Agent: Sendable {
     public let integration: IntegrationCounters
     /// The device-detail layout (`detailConfig`, or the built-in one).
     public let detailConfig: DetailConfig
+    /// The API's per-client request budget (`apiRateLimit`) and the rate of its warnings.
+    let apiRateLimiter: APIRateLimiter
+    let apiLogLimiter = LogRateLimiter()
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
@@ -50,6 +53,7 @@ public final class Agent: Sendable {
         models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         topics = configuration.topics
         detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
+        apiRateLimiter = APIRateLimiter(rate: configuration.apiRateLimit)
         events = EventHub()
         let store: CacheStore?
         if role == .observer {

@@ -14,6 +14,23 @@ public enum DropReason: String, Sendable, CaseIterable {
     case unmatchedResponse
     /// Could not be written to the cache (disk full, read-only file).
     case storeFailed
+    /// From a new device while the cache holds `maxDevices`.
+    case deviceLimit
+}
+
+/// Input the agent took but refused part of or corrected (besides each message's one outcome), or API requests it
+/// refused: counted so that an operator sees a device or client misbehave.
+public enum GuardReason: String, Sendable, CaseIterable {
+    /// A time further ahead of the agent's clock than `maxClockSkew`, replaced by the arrival time.
+    case clockSkew
+    /// A report with new property codes beyond `maxPropertiesPerDevice`: those codes were refused.
+    case propertyLimit
+    /// A transfer `finish` for a transfer the agent did not start (nor trusts): no sub-device moved.
+    case untrustedTransfer
+    /// An API request whose reply topic is outside `replyPrefix`: not answered.
+    case apiReplyRefused
+    /// An API request over its client's `apiRateLimit`: answered 429.
+    case apiRateLimited
 }
 
 /// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason.
@@ -26,6 +43,8 @@ public struct IngestStatistics: Sendable, Equatable {
     /// Stale or repeated: nothing to change. Answers to requests count here too.
     public var unchanged = 0
     public var dropped: [DropReason: Int] = [:]
+    /// Corrections and refusals beside the outcome (`GuardReason`).
+    public var guarded: [GuardReason: Int] = [:]
 
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
 }
@@ -36,12 +55,14 @@ final class IngestCounters: Sendable {
     private let applied = Atomic<Int>(0)
     private let unchanged = Atomic<Int>(0)
     private let drops = Mutex<[DropReason: Int]>([:])
+    private let guards = Mutex<[GuardReason: Int]>([:])
 
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countApplied() { applied.add(1, ordering: .relaxed) }
     func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
     /// Drops are rare; a lock is fine there.
     func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
+    func countGuard(_ reason: GuardReason) { guards.withLock { $0[reason, default: 0] += 1 } }
 
     var snapshot: IngestStatistics {
         var stats = IngestStatistics()
@@ -49,6 +70,7 @@ final class IngestCounters: Sendable {
         stats.applied = applied.load(ordering: .relaxed)
         stats.unchanged = unchanged.load(ordering: .relaxed)
         stats.dropped = drops.withLock { $0 }
+        stats.guarded = guards.withLock { $0 }
         return stats
     }
 
@@ -57,6 +79,7 @@ final class IngestCounters: Sendable {
         applied.store(0, ordering: .relaxed)
         unchanged.store(0, ordering: .relaxed)
         drops.withLock { $0 = [:] }
+        guards.withLock { $0 = [:] }
     }
 }
 
@@ -67,6 +90,7 @@ extension IngestStatistics {
         var rows = ["ingest.received": Int64(received), "ingest.applied": Int64(applied),
                     "ingest.unchanged": Int64(unchanged)]
         for reason in DropReason.allCases { rows["ingest.dropped.\(reason.rawValue)"] = Int64(dropped[reason] ?? 0) }
+        for reason in GuardReason.allCases { rows["ingest.guarded.\(reason.rawValue)"] = Int64(guarded[reason] ?? 0) }
         return rows
     }
 
@@ -81,6 +105,9 @@ extension IngestStatistics {
         unchanged = Int(rows["ingest.unchanged"] ?? 0)
         for reason in DropReason.allCases {
             if let count = rows["ingest.dropped.\(reason.rawValue)"], count > 0 { dropped[reason] = Int(count) }
+        }
+        for reason in GuardReason.allCases {
+            if let count = rows["ingest.guarded.\(reason.rawValue)"], count > 0 { guarded[reason] = Int(count) }
         }
     }
 }

@@ -83,9 +83,7 @@ extension Command {
     /// Applies `--timeout S` to `requestTimeout`.
     static func applyTimeout(_ arguments: ParsedArguments, to configuration: inout AgentConfiguration) throws {
         guard let timeout = arguments.value("timeout") else { return }
-        guard let seconds = Double(timeout), seconds > 0, seconds.isFinite else {
-            throw CommandFailure(code: .usage, message: "--timeout needs a positive number of seconds")
-        }
+        guard let seconds = InputBounds.seconds(timeout) else { throw CommandFailure.badSeconds("timeout") }
         configuration.requestTimeout = seconds
     }
 }

@@ -17,12 +17,7 @@ enum InfoCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let device = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
-        if let timeout = arguments.value("timeout") {
-            guard let seconds = Double(timeout), seconds > 0 else {
-                throw CommandFailure(code: .usage, message: "--timeout needs a positive number of seconds")
-            }
-            configuration.requestTimeout = seconds
-        }
+        try applyTimeout(arguments, to: &configuration)
         let snapshot: DeviceSnapshot
         if arguments.has("fetch") {
             let agent = try await startAgent(configuration, role: .requester)

@@ -14,7 +14,10 @@ enum StatsCommand: Command {
             Reads the counters the daemon keeps in the cache file's meta table: written with each batch it
             writes, every second while only counters move, and at a graceful stop. They count from the
             daemon's last start; every message received ends as applied, unchanged or dropped, so
-            received = applied + unchanged + dropped.
+            received = applied + unchanged + dropped. Below them, when any: times corrected for clock skew
+            (clockSkew), property codes over the limit (propertyLimit), transfers that moved nothing
+            (untrustedTransfer), API requests refused for their reply topic or rate (apiReplyRefused,
+            apiRateLimited).
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -31,10 +34,13 @@ enum StatsCommand: Command {
         if arguments.has("json") {
             var dropped = JSONObject()
             for reason in DropReason.allCases { dropped[reason.rawValue] = .integer(Int64(stats.dropped[reason] ?? 0)) }
+            var guarded = JSONObject()
+            for reason in GuardReason.allCases { guarded[reason.rawValue] = .integer(Int64(stats.guarded[reason] ?? 0)) }
             Format.printJSON(.object(JSONObject([
                 ("received", .integer(Int64(stats.received))), ("applied", .integer(Int64(stats.applied))),
                 ("unchanged", .integer(Int64(stats.unchanged))), ("dropped", .object(dropped)),
                 ("droppedTotal", .integer(Int64(stats.droppedTotal))), ("since", .integer(stored.since)),
+                ("guarded", .object(guarded)),
             ])))
             return .success
         }
@@ -43,6 +49,11 @@ enum StatsCommand: Command {
                     ("dropped", stats.droppedTotal)]
         for reason in DropReason.allCases {
             if let count = stats.dropped[reason] { rows.append(("  \(reason.rawValue)", count)) }
+        }
+        // Beside the outcomes: what was corrected or refused in input otherwise taken (README, "Rules of the
+        // receive path").
+        for reason in GuardReason.allCases {
+            if let count = stats.guarded[reason] { rows.append((reason.rawValue, count)) }
         }
         let labelWidth = rows.map(\.0.count).max() ?? 0
         let numberWidth = rows.map { String($0.1).count }.max() ?? 0

@@ -7,7 +7,7 @@ extension CacheWriter {
         try commit { batch throws -> Outcome in
             let existing = try batch.device(deviceId)
             var snapshot = existing ?? DeviceSnapshot(id: deviceId, seenAt: now)
-            let changes = try snapshot.apply(message, now: now)
+            let changes = try snapshot.apply(message, now: now, maxProperties: maxProperties)
             let persist = !changes.isEmpty || existing == nil
             let heard = batch.stage(snapshot, changes, persist: persist)
             guard persist || !heard.isEmpty else { return .unchanged }

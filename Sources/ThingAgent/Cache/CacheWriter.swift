@@ -16,6 +16,8 @@ final class CacheWriter: Sendable {
     /// other process may have applied a message already; listeners then hear what changed in this process's view
     /// (memory before, file after), so they miss nothing.
     let sharesFile: Bool
+    /// Property codes one device may have (`maxPropertiesPerDevice`).
+    let maxProperties: Int
 
     /// What changed per device since the last flush.
     struct Dirty: Sendable {
@@ -59,7 +61,8 @@ final class CacheWriter: Sendable {
     let dirtySignal = DispatchSemaphore(value: 0)
 
     init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
-         sharesFile: Bool = false) {
+         sharesFile: Bool = false, maxProperties: Int = .max) {
+        self.maxProperties = maxProperties
         self.store = Mutex(store)
         self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
@@ -99,18 +102,20 @@ final class CacheWriter: Sendable {
 
             let applied = try cache.mutate(deviceId, create: { DeviceSnapshot(id: deviceId, seenAt: now) }) {
                 device, isNew -> (AppliedChanges, Bool, [DeviceEvent]) in
-                let changes = try device.apply(message, now: now)
+                let changes = try device.apply(message, now: now, maxProperties: maxProperties)
                 let events = wantsEvents && !changes.isEmpty ? changes.events(for: device) : []
                 return (changes, isNew, events)
             }
-            guard let (changes, isNew, deviceEvents) = applied, !changes.isEmpty || isNew || changes.timesMoved else {
-                return (.unchanged, [], false)
-            }
+            guard let (changes, isNew, deviceEvents) = applied else { return (.unchanged, [], false) }
+            // Codes refused over the limit are news for the counters, not for the cache: `.changed` with empty
+            // changes.
+            let unchanged: Outcome = changes.refusedCodes > 0 ? .changed(changes) : .unchanged
+            guard !changes.isEmpty || isNew || changes.timesMoved else { return (unchanged, [], false) }
             let wasClean = state.dirty.isEmpty
             if changes.isEmpty && !isNew {
                 // Only a time moved: persisted, not an event and not a change for the counters.
                 state.dirty[deviceId, default: Dirty()].mark(changes, isNew: false)
-                return (.unchanged, [], wasClean)
+                return (unchanged, [], wasClean)
             }
             state.dirty[deviceId, default: Dirty()].mark(changes, isNew: isNew)
             var events = deviceEvents

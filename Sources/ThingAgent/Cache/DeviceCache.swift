@@ -15,6 +15,10 @@ public final class DeviceCache: Sendable {
 
     public var count: Int { devices.withLock { $0.count } }
 
+    public func contains(_ id: String) -> Bool {
+        devices.withLock { $0.index(forKey: id) != nil }
+    }
+
     /// All devices, sorted by id.
     public func all() -> [DeviceSnapshot] {
         devices.withLock { Array($0.values) }.sorted { $0.id < $1.id }

@@ -74,7 +74,8 @@ public final class Agent: Sendable {
             local = try LocalStore(path: configuration.database)
         }
         let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
-        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester)
+        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester,
+                             maxProperties: configuration.maxPropertiesPerDevice)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         let local = local
         let integration = IntegrationCounters()
@@ -92,7 +93,7 @@ public final class Agent: Sendable {
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
                                 offline: role == .service ? offlineWatch : nil,
                                 transfers: role == .observer ? nil : transferWatch, logger: logger,
-                                elsewhere: elsewhere)
+                                elsewhere: elsewhere, limits: IngestLimits(configuration))
         self.ingestor = ingestor
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
         let since = Timestamp.now()

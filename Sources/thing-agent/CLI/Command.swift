@@ -9,13 +9,16 @@ protocol Command: SendableMetatype {
 
 /// Where commands write: stdout for results, stderr for errors and logs.
 enum Console {
+    /// Messages quote what devices said (a refusal's message): nothing in them reaches the terminal raw.
     static func error(_ message: String) {
-        try? FileHandle.standardError.write(contentsOf: Data("thing-agent: \(message)\n".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("thing-agent: \(message.terminalSafe(keepingNewlines: true))\n".utf8))
     }
 
-    /// A line on stdout, written at once (print buffers when stdout is not a terminal).
+    /// A line on stdout, written at once (print buffers when stdout is not a terminal). The program's own
+    /// newlines stay; any other control character (from a device-supplied string) is escaped. `--json` output
+    /// does not come here: it stays exact.
     static func out(_ line: String) {
-        try? FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
+        try? FileHandle.standardOutput.write(contentsOf: Data((line.terminalSafe(keepingNewlines: true) + "\n").utf8))
     }
 }
 

@@ -57,10 +57,10 @@ enum StatsCommand: Command {
         }
         let labelWidth = rows.map(\.0.count).max() ?? 0
         let numberWidth = rows.map { String($0.1).count }.max() ?? 0
-        print("Receive path since \(Format.date(stored.since)) (\(Format.age(stored.since, now: now)))")
+        Console.out("Receive path since \(Format.date(stored.since)) (\(Format.age(stored.since, now: now)))")
         for (label, count) in rows {
             let number = String(count)
-            print("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
+            Console.out("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
                 + String(repeating: " ", count: numberWidth - number.count) + number)
         }
         return .success

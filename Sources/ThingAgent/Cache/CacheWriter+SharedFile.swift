@@ -12,7 +12,17 @@ extension CacheWriter {
             let heard = batch.stage(snapshot, changes, persist: persist)
             guard persist || !heard.isEmpty else { return .unchanged }
             if let transfer = heard.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
-                try relinkSubDevices(of: faulty, to: deviceId, reportedAt: transfer.time, now: now, in: &batch)
+                // Only for a transfer started through this agent (or an eligible one, when trusted); the daemon
+                // ends the record, this process only reads it.
+                let inMemory = acceptedTransfers.withLock { $0[deviceId] == faulty }
+                let accepted = try inMemory || (batch.store?.isAcceptedTransfer(gateway: deviceId, target: faulty) ?? false)
+                if accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty) {
+                    try relinkSubDevices(of: faulty, to: deviceId, reportedAt: transfer.time, now: now, in: &batch)
+                } else {
+                    var refused = heard
+                    refused.untrustedFinish = true
+                    return .changed(refused)
+                }
             }
             return .changed(heard)
         }

@@ -18,6 +18,10 @@ final class CacheWriter: Sendable {
     let sharesFile: Bool
     /// Property codes one device may have (`maxPropertiesPerDevice`).
     let maxProperties: Int
+    /// `trustForeignTransfers`: a finish for a transfer started elsewhere re-links when the gateway is eligible.
+    let trustsForeignTransfers: Bool
+    /// Transfers started through this process, gateway to target (the file holds those of every process).
+    let acceptedTransfers = Mutex<[String: String]>([:])
 
     /// What changed per device since the last flush.
     struct Dirty: Sendable {
@@ -27,6 +31,8 @@ final class CacheWriter: Sendable {
         var transfer = false
         /// The device was removed: the flush deletes its rows first (then writes it again if it came back since).
         var removed = false
+        /// The target of the accepted transfer this device (a gateway) ended: its record goes with the flush.
+        var endedAcceptedTransfer: String?
 
         mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
             for change in changes.properties { properties.insert(change.code) }
@@ -42,6 +48,7 @@ final class CacheWriter: Sendable {
             properties.formUnion(other.properties)
             transfer = transfer || other.transfer
             removed = removed || other.removed
+            endedAcceptedTransfer = other.endedAcceptedTransfer ?? endedAcceptedTransfer
         }
     }
 
@@ -61,8 +68,9 @@ final class CacheWriter: Sendable {
     let dirtySignal = DispatchSemaphore(value: 0)
 
     init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
-         sharesFile: Bool = false, maxProperties: Int = .max) {
+         sharesFile: Bool = false, maxProperties: Int = .max, trustsForeignTransfers: Bool = false) {
         self.maxProperties = maxProperties
+        self.trustsForeignTransfers = trustsForeignTransfers
         self.store = Mutex(store)
         self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
@@ -106,7 +114,8 @@ final class CacheWriter: Sendable {
                 let events = wantsEvents && !changes.isEmpty ? changes.events(for: device) : []
                 return (changes, isNew, events)
             }
-            guard let (changes, isNew, deviceEvents) = applied else { return (.unchanged, [], false) }
+            guard let (applyChanges, isNew, deviceEvents) = applied else { return (.unchanged, [], false) }
+            var changes = applyChanges
             // Codes refused over the limit are news for the counters, not for the cache: `.changed` with empty
             // changes.
             let unchanged: Outcome = changes.refusedCodes > 0 ? .changed(changes) : .unchanged
@@ -119,9 +128,22 @@ final class CacheWriter: Sendable {
             }
             state.dirty[deviceId, default: Dirty()].mark(changes, isNew: isNew)
             var events = deviceEvents
-            if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
-                events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
-                                        dirty: &state.dirty, wantsEvents: wantsEvents)
+            if let transfer = changes.transfer, transfer.status == .finish || transfer.status == .failed,
+               let faulty = transfer.targetDeviceId {
+                let accepted = isAccepted(gateway: deviceId, target: faulty)
+                if accepted {
+                    // Ended: a later report for the same pair is not trusted again without a new start.
+                    acceptedTransfers.withLock { _ = $0.removeValue(forKey: deviceId) }
+                    state.dirty[deviceId, default: Dirty()].endedAcceptedTransfer = faulty
+                }
+                if transfer.status == .finish {
+                    if accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty) {
+                        events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
+                                                dirty: &state.dirty, wantsEvents: wantsEvents)
+                    } else {
+                        changes.untrustedFinish = true
+                    }
+                }
             }
             return (.changed(changes), events, wasClean)
         }
@@ -235,6 +257,11 @@ final class CacheWriter: Sendable {
                 for device in devices {
                     let marks = dirty[device.id] ?? Dirty()
                     try store.write(device, row: marks.row, properties: marks.properties, transfer: marks.transfer)
+                }
+                for (gateway, marks) in dirty {
+                    if let target = marks.endedAcceptedTransfer {
+                        try store.forgetAcceptedTransfer(gateway: gateway, target: target)
+                    }
                 }
                 if let (generation, applied) = position {
                     try store.setJournalPosition(generation: generation, applied: applied)

@@ -63,6 +63,8 @@ struct AppliedChanges: Sendable, Equatable {
     var timesMoved = false
     /// New property codes refused because the device already has `maxProperties` (nothing a listener hears of).
     var refusedCodes = 0
+    /// A transfer `finish` neither started by this agent nor trusted: no sub-device was re-linked.
+    var untrustedFinish = false
 
     /// Nothing a listener would hear of (`timesMoved` aside).
     var isEmpty: Bool {

@@ -75,7 +75,8 @@ public final class Agent: Sendable {
         }
         let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
         writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester,
-                             maxProperties: configuration.maxPropertiesPerDevice)
+                             maxProperties: configuration.maxPropertiesPerDevice,
+                             trustsForeignTransfers: configuration.trustForeignTransfers)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         let local = local
         let integration = IntegrationCounters()

@@ -180,6 +180,11 @@ final class Ingestor: Sendable {
             case .changed(let changes):
                 counters.countApplied()
                 refusedCodes(changes, device: device)
+                if changes.untrustedFinish, let target = changes.transfer?.targetDeviceId {
+                    counters.countGuard(.untrustedTransfer)
+                    logger.warning("a gateway reported a finished transfer this agent did not start; no sub-device moved",
+                                   metadata: ["gateway": device, "target": target])
+                }
                 if let online = changes.status { offline?.statusChanged(device, online: online, now: now) }
                 if let transfer = changes.transfer { transfers?.transferChanged(transfer) }
             case .unchanged:

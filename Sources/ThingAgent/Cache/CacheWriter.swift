@@ -274,7 +274,7 @@ final class CacheWriter: Sendable {
     }
 
     /// Replays the journal records SQLite has not seen (start-up), through `apply`; returns how many were read.
-    func replayJournal(_ body: (Journal.Record) -> Void) throws -> Int {
+    func replayJournal(shouldStop: () -> Bool = { false }, _ body: (Journal.Record) -> Void) throws -> Int {
         let records = try ingest.withLock { state throws -> [Journal.Record] in
             guard let journal = state.journal else { return [] }
             let stored: (generation: UInt64, applied: Int64)? = try store.withLock { try $0?.journalPosition() }
@@ -283,7 +283,11 @@ final class CacheWriter: Sendable {
             let from = journal.generation == position.generation ? position.applied : 0
             return journal.records(from: from).map(\.record)
         }
-        records.forEach(body)
+        for (index, record) in records.enumerated() {
+            // Nothing replayed reaches SQLite before the whole replay did: stopping here loses nothing.
+            if index & 1023 == 1023, shouldStop() { throw StartUpInterrupted() }
+            body(record)
+        }
         return records.count
     }
 }

@@ -46,7 +46,10 @@ public final class Agent: Sendable {
     let apiLogLimiter = LogRateLimiter()
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
-    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled) throws {
+    /// `shouldStop` is asked while a big cache loads and the journal replays: true ends `init` with
+    /// `StartUpInterrupted`, having written nothing (a SIGTERM during start-up).
+    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled,
+                shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
@@ -62,7 +65,7 @@ public final class Agent: Sendable {
             cache = DeviceCache(existing ? try CacheStore(path: configuration.database, readOnly: true).loadAll() : [:])
         } else {
             let opened = try CacheStore(path: configuration.database)
-            cache = DeviceCache(try opened.loadAll())
+            cache = DeviceCache(try opened.loadAll(shouldStop: shouldStop))
             store = opened
         }
         // Only the service journals: it is the one process that acknowledges reports to the broker. Not
@@ -107,7 +110,7 @@ public final class Agent: Sendable {
         flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
                                logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
-        let replayed = try writer.replayJournal { ingestor.replay($0) }
+        let replayed = try writer.replayJournal(shouldStop: shouldStop) { ingestor.replay($0) }
         ingestor.counters.reset()
         try writer.flush(meta: report?() ?? [:])
         try writer.compactJournal(threshold: 0)
@@ -401,4 +404,11 @@ public final class Agent: Sendable {
         }
         return mqtt
     }
+}
+
+/// A stop asked for while the agent was still starting (loading its cache, replaying its journal): nothing was
+/// written, so the next start does it all again.
+public struct StartUpInterrupted: Error, CustomStringConvertible {
+    public init() {}
+    public var description: String { "stopped during start-up" }
 }

@@ -29,7 +29,11 @@ enum RunCommand: Command {
         defer { signals.cancel() }
         let agent: Agent
         do {
-            agent = try Agent(configuration: configuration, role: .service, logger: logger)
+            agent = try Agent(configuration: configuration, role: .service, logger: logger,
+                              shouldStop: { stop.isRequested })
+        } catch is StartUpInterrupted {
+            logger.info("stopped during start-up; nothing was written")
+            return .success
         } catch {
             logger.critical("cannot start: \(error)")
             return .failure
@@ -60,6 +64,8 @@ final class StopRequest: Sendable {
         }
         action?()
     }
+
+    var isRequested: Bool { state.withLock { $0.requested } }
 
     func whenRequested(_ action: @escaping @Sendable () -> Void) {
         let requested = state.withLock { state in

@@ -16,9 +16,12 @@ extension CacheWriter {
                 // ends the record, this process only reads it.
                 let inMemory = acceptedTransfers.withLock { $0[deviceId] == faulty }
                 let accepted = try inMemory || (batch.store?.isAcceptedTransfer(gateway: deviceId, target: faulty) ?? false)
-                if accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty) {
-                    try relinkSubDevices(of: faulty, to: deviceId, reportedAt: transfer.time, now: now, in: &batch)
-                } else {
+                let trusted = accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty)
+                // Not trusted here, memory still catches up with what the daemon re-linked in the file (it may
+                // have ended the record already).
+                try relinkSubDevices(of: faulty, to: deviceId, reportedAt: transfer.time, now: now, in: &batch,
+                                     moving: trusted)
+                if !trusted {
                     var refused = heard
                     refused.untrustedFinish = true
                     return .changed(refused)
@@ -29,14 +32,16 @@ extension CacheWriter {
     }
 
     /// Re-links the sub-devices of the faulty gateway to `gateway` (see `DeviceSnapshot.relink` for the rule).
-    /// The daemon may have re-linked them in the file already: memory then catches up with the file.
+    /// The daemon may have re-linked them in the file already: memory then catches up with the file. Not
+    /// `moving`: only that catching up.
     func relinkSubDevices(of faulty: String, to gateway: String, reportedAt time: Millis, now: Millis,
-                          in batch: inout Batch) throws {
+                          in batch: inout Batch, moving: Bool = true) throws {
         var ids = Set(try batch.subDevices(of: faulty).map(\.id))
         ids.formUnion(cache.subDevices(of: faulty).map(\.id))
         for id in ids.sorted() where id != gateway {
             guard var device = try batch.device(id) else { continue }
             if device.info.gatewayId == faulty {
+                guard moving else { continue }
                 device.relink(to: gateway, at: time, now: now)
                 batch.stage(device, AppliedChanges(info: true))
             } else {

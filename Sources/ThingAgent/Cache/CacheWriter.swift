@@ -128,21 +128,20 @@ final class CacheWriter: Sendable {
             }
             state.dirty[deviceId, default: Dirty()].mark(changes, isNew: isNew)
             var events = deviceEvents
-            if let transfer = changes.transfer, transfer.status == .finish || transfer.status == .failed,
-               let faulty = transfer.targetDeviceId {
+            if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
                 let accepted = isAccepted(gateway: deviceId, target: faulty)
                 if accepted {
-                    // Ended: a later report for the same pair is not trusted again without a new start.
+                    // Finished: another finish for the same pair is not trusted again without a new start. (A
+                    // failure keeps the record: a gateway that finishes after a stall verdict still finished
+                    // the transfer this agent started.)
                     acceptedTransfers.withLock { _ = $0.removeValue(forKey: deviceId) }
                     state.dirty[deviceId, default: Dirty()].endedAcceptedTransfer = faulty
                 }
-                if transfer.status == .finish {
-                    if accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty) {
-                        events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
-                                                dirty: &state.dirty, wantsEvents: wantsEvents)
-                    } else {
-                        changes.untrustedFinish = true
-                    }
+                if accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty) {
+                    events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
+                                            dirty: &state.dirty, wantsEvents: wantsEvents)
+                } else {
+                    changes.untrustedFinish = true
                 }
             }
             return (.changed(changes), events, wasClean)

@@ -28,6 +28,7 @@ enum RunCommand: Command {
         }
         defer { signals.cancel() }
         let agent: Agent
+        logger.info("loading the cache", metadata: ["db": configuration.database])
         do {
             agent = try Agent(configuration: configuration, role: .service, logger: logger,
                               shouldStop: { stop.isRequested })

@@ -108,20 +108,27 @@ struct InputBoundsTests {
         #expect(near.correctingClockSkew(arrival: .max - 1, maxSkew: .max).corrected == false, "no overflow")
     }
 
-    @Test func propertyCodesStaySortedAndFoundWhateverTheOrder() {
+    /// Small tables (a sorted array) and large ones (a dictionary) answer the same, in code order.
+    @Test(arguments: [10, PropertyTable.arrayLimit, PropertyTable.arrayLimit + 1, 2000])
+    func propertyCodesAreFoundWhateverTheOrderAndCount(_ count: Int) {
         var table = PropertyTable()
         var random = SystemRandomNumberGenerator()
-        let codes = (0..<2000).map { "c\($0)" }.shuffled(using: &random)
+        let codes = (0..<count).map { "c\($0)" }.shuffled(using: &random)
         for (n, code) in codes.enumerated() { table[code] = PropertyValue(value: .integer(Int64(n)), time: 1) }
-        #expect(table.count == 2000)
-        #expect(table.keys == table.keys.sorted())
+        #expect(table.count == count)
+        #expect(table.keys == codes.sorted())
+        #expect(Array(table).map(\.key) == codes.sorted())
         for (n, code) in codes.enumerated() { #expect(table[code]?.value == .integer(Int64(n))) }
         table["c5"] = nil
         #expect(table["c5"] == nil)
-        #expect(table.count == 1999)
+        #expect(table.count == count - 1)
+        table["c3"] = PropertyValue(value: "x", time: 2)
+        #expect(table["c3"]?.value == "x")
         var same = PropertyTable()
         for code in codes.reversed() where code != "c5" { same[code] = table[code] }
         #expect(same == table)
+        same["c3"] = PropertyValue(value: "y", time: 2)
+        #expect(same != table)
     }
 
     @Test func aDeviceKeepsAtMostMaxPropertiesCodesButKnownOnesUpdate() throws {

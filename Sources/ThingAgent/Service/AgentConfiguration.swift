@@ -102,8 +102,8 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("persistentSession", "THING_AGENT_PERSISTENT_SESSION", { c, v in setBool(&c.persistentSession, v) }),
         ("sessionExpiry", "THING_AGENT_SESSION_EXPIRY", { c, v in setNumber(&c.sessionExpiry, v) }),
         ("keepAlive", "THING_AGENT_KEEPALIVE", { c, v in
-            // MQTT carries the keepalive in 16 bits.
-            guard let d = v.doubleValue, d >= 0, d <= 65535 else { return false }
+            // MQTT carries the keepalive in 16 bits; libmosquitto takes 5 s or more.
+            guard let d = v.doubleValue, d >= 5, d <= 65535 else { return false }
             c.keepAlive = d
             return true
         }),
@@ -179,9 +179,14 @@ public struct AgentConfiguration: Sendable, Equatable {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Error(message: "cannot read the config file \(path)")
         }
+        try apply(contents: [UInt8](data), file: path)
+    }
+
+    /// Applies the text of a JSON config file (`file` names it in errors).
+    mutating func apply(contents: [UInt8], file path: String) throws(Error) {
         let root: JSONValue
         do {
-            root = try JSONParser.parse([UInt8](data))
+            root = try JSONParser.parse(contents)
         } catch {
             throw Error(message: "the config file \(path) is not valid JSON: \(error)")
         }

@@ -75,6 +75,27 @@ struct InputGuardTests {
         }
     }
 
+    /// A thing model (a `--models` file) whose value range spans all of Int64: the simulator's arithmetic on it
+    /// trapped (`max - min`).
+    @Test(.timeLimit(.minutes(2)))
+    func theSimulatorTakesAModelWithTheWholeInt64Range() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let models = harness.directory + "/models"
+            try FileManager.default.createDirectory(atPath: models, withIntermediateDirectories: true)
+            try Data("""
+                {"productId":"p-light-1","properties":[
+                  {"code":"bright_value","type":"value","min":-9223372036854775808,"max":9223372036854775807,"step":3,"access":"rw"},
+                  {"code":"temp_current","type":"value","min":-9223372036854775808,"max":9223372036854775807,"access":"ro"},
+                  {"code":"uptime","type":"value","min":0,"max":9223372036854775807,"access":"ro"}]}
+                """.utf8).write(to: URL(fileURLWithPath: models + "/p-light-1.json"))
+            let result = try await runCommand(thingAgentExecutable(), [
+                "simulate", "--broker", broker.url, "--devices", "2", "--gateways", "0", "--models", models,
+                "--seed", "7", "--duration", "1.5", "--report-interval", "0.1", "--signal-interval", "0"])
+            #expect(result.status == 0, "\(result.status): \(result.stderr)")
+        }
+    }
+
     /// Every hostile API request gets its answer (400, 404 or a page), and the daemon keeps answering.
     @Test(.timeLimit(.minutes(3)))
     func hostileAPIRequestsGetClearErrorsAndTheDaemonKeepsAnswering() async throws {

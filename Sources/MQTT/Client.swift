@@ -1,4 +1,5 @@
 internal import CMosquitto
+import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -52,6 +53,16 @@ public final class MQTTClient: Sendable {
     public var messages: AsyncStream<MQTTMessage> { core.messages }
 
     public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
+
+    /// How long ago the network thread (which also runs `onMessage`) last went round its loop; nil when no thread
+    /// runs. It goes round at least every 100 ms while it connects, serves or waits to reconnect, so a large value
+    /// means it is stuck (in `onMessage`, say).
+    public var networkThreadIdle: Duration? {
+        guard core.state.withLock({ $0.threadRunning }) else { return nil }
+        let last = core.heartbeat.load(ordering: .relaxed)
+        let now = DispatchTime.now().uptimeNanoseconds
+        return .nanoseconds(Int64(clamping: now > last ? now - last : 0))
+    }
 
     /// The error behind the latest state change (a lost connection, a failed attempt), if any.
     public var lastError: MQTTError? { core.state.withLock { $0.lastError } }

@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// The one object libmosquitto's callbacks see (through the `obj` pointer, retained until after `mosquitto_destroy`).
@@ -12,6 +13,12 @@ final class ClientCore: Sendable {
     let messages: AsyncStream<MQTTMessage>
     private let messageSink: AsyncStream<MQTTMessage>.Continuation?
     let state: Mutex<State>
+    /// When the network thread last went round its loop (uptime nanoseconds): a watchdog's sign of life.
+    let heartbeat = Atomic<UInt64>(0)
+
+    func beat() {
+        heartbeat.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+    }
 
     init(
         configuration: MQTTConfiguration, address: BrokerAddress, streamMessages: Bool,

@@ -61,6 +61,7 @@ struct NetworkThread: Sendable {
     /// Runs the connection until a stop is requested or a reconnect hits a fatal error (returned).
     private func serve() -> MQTTError? {
         while true {
+            core.beat()
             if stopRequested {
                 disconnectGracefully()
                 return nil
@@ -127,6 +128,7 @@ struct NetworkThread: Sendable {
 
         var restoreSent = false
         while true {
+            core.beat()
             let now = clock.now
             if now >= deadline {
                 return .failure(
@@ -196,6 +198,7 @@ struct NetworkThread: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now + duration
         while clock.now < deadline {
+            core.beat()
             if stopRequested { return false }
             let slice = min(deadline - clock.now, .milliseconds(50))
             usleep(UInt32(max(slice.seconds * 1_000_000, 0)))

@@ -12,6 +12,19 @@ if let index = arguments.firstIndex(of: "--make-cache"), index + 2 < arguments.c
     try await makeCache(devices: count, at: arguments[index + 2])
     exit(0)
 }
+// `--info-process N CACHE EXECUTABLE...`: the whole `info` process of each executable (the packaged binary beside
+// the toolchain-linked one) over a cache of N devices made with --make-cache, runs interleaved.
+if let index = arguments.firstIndex(of: "--info-process"), index + 3 < arguments.count,
+   let count = Int(arguments[index + 1]) {
+    let cache = arguments[index + 2]
+    for round in 1...3 {
+        for executable in arguments[(index + 3)...] {
+            let (p50, p90) = try await infoProcessMilliseconds(executable: executable, cache: cache, devices: count)
+            print("round \(round) \(executable): info p50 \(format(p50, 1)) ms, p90 \(format(p90, 1)) ms")
+        }
+    }
+    exit(0)
+}
 let quick = arguments.contains("--quick")
 let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
 func section(_ name: String) -> Bool { only == nil || only == name }

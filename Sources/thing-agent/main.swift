@@ -6,6 +6,7 @@ let commands: [any Command.Type] = [
     RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, SetCommand.self, SceneCommand.self,
     GatewaysCommand.self, TransferCommand.self, WifiScanCommand.self, SimulateCommand.self,
     DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, NetworkCommand.self, StatsCommand.self,
+    VersionCommand.self,
 ]
 
 @MainActor
@@ -21,7 +22,8 @@ func topLevelHelp() -> String {
         Commands:
         \(list.joined(separator: "\n"))
 
-        Run 'thing-agent <command> --help' for a command's options.
+        Run 'thing-agent <command> --help' (or 'thing-agent help <command>') for a command's options;
+        'thing-agent --version' prints the version.
 
         \(ExitCode.table)
         """
@@ -30,6 +32,14 @@ func topLevelHelp() -> String {
 @MainActor
 func main() async -> Int32 {
     var arguments = Array(CommandLine.arguments.dropFirst())
+    if arguments == ["--version"] {
+        Console.out(VersionCommand.line)
+        return ExitCode.success.rawValue
+    }
+    // `help CMD` is `CMD --help`.
+    if arguments.count == 2, arguments[0] == "help" {
+        arguments = [arguments[1], "--help"]
+    }
     guard let name = arguments.first, !["--help", "-h", "help"].contains(name) else {
         print(topLevelHelp())
         return arguments.isEmpty ? ExitCode.usage.rawValue : ExitCode.success.rawValue

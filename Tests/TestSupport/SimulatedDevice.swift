@@ -21,6 +21,13 @@ public final class SimulatedDevice: Sendable {
         client = try MQTTClient(configuration: configuration)
     }
 
+    /// A device over a client made elsewhere (credentials, TLS: `ShippedBroker.client`).
+    public init(_ id: String, client: MQTTClient, root: String = "things") {
+        self.id = id
+        self.root = root
+        self.client = client
+    }
+
     public func connect() async throws {
         try await client.connect()
     }

@@ -22,6 +22,21 @@ final class CacheFlusher: Sendable {
     private let started = Atomic<Bool>(false)
     /// The `report` rows SQLite holds (touched by the flusher thread, then by `stop()` after it ended).
     private let reported = Mutex<[String: Int64]?>(nil)
+    /// When the thread last went round its loop (uptime nanoseconds); 0 before it started.
+    private let heartbeat = Atomic<UInt64>(0)
+
+    /// How long ago the flusher thread last went round its loop; nil when it does not run. With `report` set it
+    /// wakes at least every `reportInterval`; a large value means a write is stuck.
+    var idle: Duration? {
+        guard started.load(ordering: .relaxed), !stopping.load(ordering: .relaxed) else { return nil }
+        let last = heartbeat.load(ordering: .relaxed)
+        let now = DispatchTime.now().uptimeNanoseconds
+        return .nanoseconds(Int64(clamping: now > last ? now - last : 0))
+    }
+
+    private func beat() {
+        heartbeat.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
+    }
 
     init(writer: CacheWriter, interval: Duration = .milliseconds(50), journalLimit: Int64 = 64 << 20,
          reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil, logger: Logger) {
@@ -35,8 +50,10 @@ final class CacheFlusher: Sendable {
 
     func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
+        beat()
         let thread = Thread { [self] in
             while !stopping.load(ordering: .relaxed) {
+                beat()
                 let woken: Bool
                 if report == nil {
                     writer.dirtySignal.wait()

@@ -23,8 +23,10 @@ public final class Agent: Sendable {
     public let cache: DeviceCache
     public let events: EventHub
     public let logger: Logger
-    /// The thing models that check property sets, loaded from `modelsDirectory` at init.
-    public let models: ThingModels
+    /// The thing models that check property sets, loaded from `modelsDirectory` at init (and at `reload()`).
+    public var models: ThingModels { reloadable.withLock { $0.models } }
+    /// What `reload()` replaces: read at init, swapped whole on a reload.
+    let reloadable: Mutex<ReloadableSettings>
     let topics: Topics
     let writer: CacheWriter
     let tracker: RequestTracker
@@ -39,32 +41,36 @@ public final class Agent: Sendable {
     let apiQueue: APIQueue?
     /// Events published and API requests served.
     public let integration: IntegrationCounters
+    /// Held for the agent's lifetime when made with `lockCache` (the daemon): one daemon per cache file.
+    let cacheLock: CacheLock?
     /// The device-detail layout (`detailConfig`, or the built-in one).
-    public let detailConfig: DetailConfig
+    public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
     /// The API's per-client request budget (`apiRateLimit`) and the rate of its warnings.
     let apiRateLimiter: APIRateLimiter
     let apiLogLimiter = LogRateLimiter()
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
+    /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
     /// `shouldStop` is asked while a big cache loads and the journal replays: true ends `init` with
     /// `StartUpInterrupted`, having written nothing (a SIGTERM during start-up).
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled,
-                shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+                lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
-        models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
+        reloadable = Mutex(try ReloadableSettings(configuration, role: role))
         topics = configuration.topics
-        detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
         apiRateLimiter = APIRateLimiter(rate: configuration.apiRateLimit)
         events = EventHub()
         let store: CacheStore?
         if role == .observer {
             store = nil
+            cacheLock = nil
             let existing = FileManager.default.fileExists(atPath: configuration.database)
             cache = DeviceCache(existing ? try CacheStore(path: configuration.database, readOnly: true).loadAll() : [:])
         } else {
             let opened = try CacheStore(path: configuration.database)
+            cacheLock = lockCache ? try CacheLock(cache: configuration.database) : nil
             cache = DeviceCache(try opened.loadAll(shouldStop: shouldStop))
             store = opened
         }
@@ -160,7 +166,8 @@ public final class Agent: Sendable {
     /// Starts, works until the calling task is cancelled, then stops gracefully (also when cancelled while still
     /// waiting for the broker). The service waits for a broker that is not up yet (retrying with backoff); refused
     /// credentials or a TLS set-up that cannot work end `run()` with the error at once.
-    public func run() async throws {
+    /// `onStarted` runs once the broker acknowledged the subscriptions (systemd's READY=1).
+    public func run(onStarted: (@Sendable () -> Void)? = nil) async throws {
         // Registered before connecting, so the feed starts with the first message (and counts as a listener
         // from then on).
         let events = role == .service && configuration.publishEvents
@@ -173,6 +180,7 @@ public final class Agent: Sendable {
             if Task.isCancelled { return }
             throw error
         }
+        onStarted?()
         // The timers, the event feed and the API, until cancelled.
         await withDiscardingTaskGroup { group in
             group.addTask { await self.runTimers() }

@@ -30,14 +30,25 @@ public struct Logger: Sendable {
     public typealias Metadata = [String: String]
 
     public var label: String
-    public var logLevel: Level
+    /// Setting it affects this logger alone; `changeSharedLevel(to:)` changes every copy made from it.
+    public var logLevel: Level {
+        get { threshold.level }
+        set { threshold = LogThreshold(newValue) }
+    }
     public var metadata: Metadata = [:]
     private let sink: LogSink
+    private var threshold: LogThreshold
 
     public init(label: String, level: Level = .info, sink: LogSink) {
         self.label = label
-        self.logLevel = level
+        self.threshold = LogThreshold(level)
         self.sink = sink
+    }
+
+    /// Changes the level of this logger and of every copy made from it (SIGHUP's reload of `logLevel`: the
+    /// daemon's parts each hold a copy).
+    public func changeSharedLevel(to level: Level) {
+        threshold.level = level
     }
 
     /// A logger that discards everything (the default for library users who pass none).
@@ -65,33 +76,43 @@ public struct LogSink: Sendable {
 
     private let write: @Sendable (String) -> Void
     private let format: Format
+    /// Starts each line with sd-daemon(3)'s `<N>` priority, which journald turns into the entry's priority.
+    private let priorityPrefix: Bool
 
-    public init(format: Format, write: @escaping @Sendable (String) -> Void) {
+    public init(format: Format, priorityPrefix: Bool = false, write: @escaping @Sendable (String) -> Void) {
         self.format = format
+        self.priorityPrefix = priorityPrefix
         self.write = write
     }
 
+    /// Lines on stderr, with priority prefixes when stderr is connected to journald.
     public static func standardError(format: Format) -> LogSink {
-        LogSink(format: format) { line in
+        LogSink(format: format, priorityPrefix: Journald.isStandardError()) { line in
             try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
         }
     }
 
     public static let discard = LogSink(format: .text) { _ in }
 
+    /// RFC 3339 in UTC with its zone (`2026-12-01T09:08:21.123Z`).
+    private static let timeStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
     func write(level: Logger.Level, label: String, message: String, metadata: Logger.Metadata) {
-        let time = Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
+        let time = Date().formatted(Self.timeStyle)
+        let prefix = priorityPrefix ? "<\(level.syslogPriority)>" : ""
         switch format {
         case .text:
             // One line per entry, and nothing in it a terminal would act on (device names and topics end up here).
             let meta = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.terminalSafe())" }
                 .joined(separator: " ")
-            write("\(time) \(level) \(label): \(message.terminalSafe())\(meta.isEmpty ? "" : " " + meta)")
+            write("\(prefix)\(time) \(level) \(label): \(message.terminalSafe())\(meta.isEmpty ? "" : " " + meta)")
         case .json:
             var object = JSONObject([("time", .string(time)), ("level", .string(level.description)),
                                      ("label", .string(label)), ("message", .string(message))])
-            for (key, value) in metadata.sorted(by: { $0.key < $1.key }) { object[key] = .string(value) }
-            write(JSONValue.object(object).serialized())
+            for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+                object[key] = LogValue.json(key: key, value)
+            }
+            write(prefix + JSONValue.object(object).serialized())
         }
     }
 }

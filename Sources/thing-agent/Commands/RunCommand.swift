@@ -14,6 +14,10 @@ enum RunCommand: Command {
             Connects to the broker with a persistent session, announces itself (retained) on
             thing-agent/agents/<client-id>/status, and runs until SIGTERM or SIGINT, then stops taking
             messages, finishes the write in progress, closes the cache and exits 0.
+            SIGHUP re-reads the configuration and applies the log level, thing models, scenes and detail
+            layout (a broken file keeps the previous one); other settings wait for a restart.
+            One daemon per cache file: a second one on the same --db exits 1 at once, naming the holder.
+            Under systemd (Type=notify) it reports READY=1, STATUS=, STOPPING=1 and feeds the watchdog.
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -27,10 +31,15 @@ enum RunCommand: Command {
             stop.request()
         }
         defer { signals.cancel() }
+        let reload = ConfigurationReload(arguments: arguments, logger: logger)
+        let hangups = SignalWatcher([SIGHUP]) { _ in reload.reload() }
+        defer { hangups.cancel() }
+        let systemd = SystemdSupervision(logger: logger)
+        systemd.status("loading the cache \(configuration.database)")
         let agent: Agent
         logger.info("loading the cache", metadata: ["db": configuration.database])
         do {
-            agent = try Agent(configuration: configuration, role: .service, logger: logger,
+            agent = try Agent(configuration: configuration, role: .service, logger: logger, lockCache: true,
                               shouldStop: { stop.isRequested })
         } catch is StartUpInterrupted {
             logger.info("stopped during start-up; nothing was written")
@@ -41,17 +50,32 @@ enum RunCommand: Command {
         }
         logger.info("cache loaded", metadata: ["devices": "\(agent.cache.count)", "db": configuration.database])
         Agent.shared = agent
+        reload.attach(agent)
+        systemd.status("\(agent.cache.count) devices; waiting for the broker \(configuration.broker)")
 
-        let work = Task { try await agent.run() }
-        stop.whenRequested { work.cancel() }
+        let supervision = Mutex<Task<Void, Never>?>(nil)
+        let work = Task {
+            try await agent.run(onStarted: {
+                supervision.withLock { $0 = Task { await systemd.ready(agent) } }
+            })
+        }
+        stop.whenRequested {
+            systemd.stopping()
+            work.cancel()
+        }
+        let outcome: ExitCode
         do {
             try await work.value
-            return .success
+            outcome = .success
         } catch {
             logger.critical("\(error)")
-            return .noBroker
+            outcome = .noBroker
         }
+        supervision.withLock { $0?.cancel() }
+        systemd.stopping()
+        return outcome
     }
+
 }
 
 /// A stop asked for by a signal, possibly before there is anything to stop: the action runs once both are there.

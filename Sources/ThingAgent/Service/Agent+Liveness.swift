@@ -1,0 +1,23 @@
+import MQTT
+
+extension Agent {
+    /// True while the receive path (the network thread, which also runs the ingestor) and the flusher thread both
+    /// went round their loops within `limit`: what a watchdog ping vouches for. A stuck write, a stuck callback or a
+    /// stopped agent makes it false.
+    public func isAlive(within limit: Duration) -> Bool {
+        guard let network = client.networkThreadIdle, network < limit else { return false }
+        guard let flush = flusher.idle, flush < limit else { return false }
+        return true
+    }
+
+    /// One line for `systemctl status`: the devices cached and the broker connection.
+    public var statusLine: String {
+        let broker: String = switch client.state {
+        case .connected: "connected to \(configuration.broker)"
+        case .connecting, .idle: "connecting to \(configuration.broker)"
+        case .reconnecting(let reason): "reconnecting to \(configuration.broker) (\(reason))"
+        case .stopped: "disconnected"
+        }
+        return "\(cache.count) devices; broker \(broker)"
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+import Synchronization
+
+/// The files an agent reads at start that can change under a running daemon (SIGHUP reloads them).
+struct ReloadableSettings: Sendable {
+    var models: ThingModels
+    var detailConfig: DetailConfig
+    /// The daemon's scenes (`scenesFile`); CLI commands read the file themselves and leave this empty.
+    var scenes: Scenes
+
+    init(_ configuration: AgentConfiguration, role: Agent.Role) throws {
+        models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
+        detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
+        scenes = try role == .service ? configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([]) : Scenes([])
+    }
+}
+
+/// What a reload did, for the log line that says so.
+public struct ReloadReport: Sendable {
+    /// One entry per thing reloaded (`thing models: 4 products`), in the order they were read.
+    public var reloaded: [String] = []
+    /// One entry per thing kept as it was, with the reason (`scenes /etc/...: not valid JSON`).
+    public var kept: [String] = []
+}
+
+extension Agent {
+    /// The scenes of `scenesFile` as the daemon last read them (at start or at `reload()`); empty for CLI roles.
+    public var scenes: Scenes { reloadable.withLock { $0.scenes } }
+
+    /// Re-reads the thing models, the detail layout and the scenes file named by `configuration` (the daemon's
+    /// config as it reads it now). Each part is replaced only when it reads cleanly; a broken file keeps the old
+    /// part and says why. Broker, cache and topic settings need a restart and are not touched.
+    public func reload(_ configuration: AgentConfiguration) -> ReloadReport {
+        var report = ReloadReport()
+        var next = reloadable.withLock { $0 }
+        do {
+            next.models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
+            report.reloaded.append("thing models (\(next.models.byProduct.count) products)")
+        } catch {
+            report.kept.append("thing models: \(error)")
+        }
+        do {
+            next.detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
+            report.reloaded.append("detail config (\(configuration.detailConfig ?? "built in"))")
+        } catch {
+            report.kept.append("detail config: \(error)")
+        }
+        do {
+            next.scenes = try configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([])
+            report.reloaded.append("scenes (\(next.scenes.all.count) from \(configuration.scenesFile ?? "no file"))")
+        } catch {
+            report.kept.append("scenes: \(error)")
+        }
+        reloadable.withLock { $0 = next }
+        return report
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One daemon per cache file: an exclusive `flock` on `<cache>.lock`, held for the daemon's lifetime (the kernel
+/// drops it when the process ends, however it ends, so a crash leaves no stale lock). The file stays empty and is
+/// never rewritten: the holder's pid comes from /proc/locks.
+public final class CacheLock: Sendable {
+    public let path: String
+    private let descriptor: Int32
+
+    public struct Held: Error, Sendable, CustomStringConvertible {
+        public let cache: String
+        public let lockFile: String
+        public let holder: Int32?
+        public var description: String {
+            let who = holder.map { "the daemon with pid \($0)" } ?? "another daemon"
+            return "the cache \(cache) is in use by \(who) (lock \(lockFile)); one daemon per cache file"
+        }
+    }
+
+    public struct Failed: Error, Sendable, CustomStringConvertible {
+        public let lockFile: String
+        public let reason: String
+        public var description: String { "cannot lock \(lockFile): \(reason)" }
+    }
+
+    /// The lock file's path for a cache file.
+    public static func path(forCache cache: String) -> String { cache + ".lock" }
+
+    /// Takes the lock at once or throws `Held` (naming the holder's pid when /proc/locks tells it).
+    public init(cache: String) throws {
+        path = Self.path(forCache: cache)
+        // 0600 whatever the umask: the file is beside the cache, whose neighbours are private too.
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Failed(lockFile: path, reason: String(cString: strerror(errno))) }
+        fchmod(fd, 0o600)
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            let holder = Self.holder(of: fd)
+            close(fd)
+            if code == EWOULDBLOCK { throw Held(cache: cache, lockFile: path, holder: holder) }
+            throw Failed(lockFile: path, reason: String(cString: strerror(code)))
+        }
+        descriptor = fd
+    }
+
+    /// The pid /proc/locks gives for the FLOCK on the file `fd` is open on (`1: FLOCK ADVISORY WRITE 812 08:01:1234
+    /// 0 EOF`: the pid, then the device as major:minor in hex and the inode).
+    private static func holder(of fd: Int32) -> Int32? {
+        var info = stat()
+        guard fstat(fd, &info) == 0,
+              let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        let device = UInt64(info.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
+        let minor = (device & 0xff) | ((device >> 12) & ~0xff)
+        let file = String(format: "%02llx:%02llx:%llu", major, minor, UInt64(info.st_ino))
+        for line in table.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == file else { continue }
+            return Int32(fields[4])
+        }
+        return nil
+    }
+
+    deinit {
+        close(descriptor)
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import JSON
+import MQTT
+import Testing
+import TestSupport
+import ThingAgent
+
+/// deploy/mosquitto.conf and deploy/mosquitto.acl in the real mosquitto: every rule allows what its comment says
+/// and denies the rest. Writes are witnessed by the agent's user, which reads everything it may; reads by a
+/// second connection of the user under test, fed by the agent's user.
+@Suite("the shipped broker configuration", .serialized)
+struct ShippedBrokerConfigTests {
+    static let fleet = ["dev1", "dev2", "gw-example", "sub-example-1", "svc-dashboard", "svc-other"]
+    static let agentSide = ["thing-agent", "thing-agent-cli"]
+
+    /// A fresh broker, the agent's witness and a connected writer for `user`, for `body`; stops them all after.
+    static func withWriter(_ user: String, agentListener: Bool = false,
+                           _ body: (ShippedBroker, MQTTClient, BrokerProbe) async throws -> Void) async throws {
+        let broker = try await ShippedBroker(fleetUsers: fleet, agentUsers: agentSide)
+        defer { broker.stop() }
+        let witness = try await BrokerProbe.connect(try broker.client("thing-agent", agentListener: true),
+                                                    subscribing: ["things/+/thing/#", "thing-agent/#"])
+        let writer = try broker.client(user, agentListener: agentListener)
+        try await writer.connect()
+        try await body(broker, writer, witness)
+        await writer.disconnect()
+        await witness.disconnect()
+    }
+
+    /// `user` reading `allowed` and not `denied` (subscribed to each, plus `extraFilters`), fed by the agent's user.
+    static func expectReads(_ broker: ShippedBroker, _ user: String, agentListener: Bool = false,
+                            extraFilters: [String] = [], allowed: [String], denied: [String], marker: String,
+                            sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let reader = try await BrokerProbe.connect(try broker.client(user, agentListener: agentListener),
+                                                   subscribing: extraFilters + allowed + denied + [marker])
+        let feeder = try broker.client("thing-agent", agentListener: true)
+        try await feeder.connect()
+        try await expectAccess(feeder, allowed: allowed, denied: denied, reaching: reader, marker: marker,
+                               sourceLocation: sourceLocation)
+        await feeder.disconnect()
+        await reader.disconnect()
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aDeviceWritesOnlyItsOwnTopicsAndReadsOnlyItsOwnRequests() async throws {
+        try await Self.withWriter("dev1") { broker, device, witness in
+            let own = ["properties", "status", "signal", "info", "gateway/transfer/status", "properties/set_response",
+                       "info/get_response", "wifi/scan_response", "gateway/transfer/start_response"]
+            try await expectAccess(device, allowed: own.map { "things/dev1/thing/\($0)" }, denied: [
+                "things/dev2/thing/properties", "things/dev2/thing/status", "things/dev2/thing/info",
+                "things/dev1/thing/properties/set", "things/dev1/thing/unbind", "things/dev2/thing/unbind",
+                "thing-agent/events/dev1/properties", "thing-agent/api/thing-agent/request/set",
+                "thing-agent/agents/thing-agent/status", "thing-agent/replies/svc-dashboard/1",
+            ], reaching: witness, marker: "things/dev1/thing/status")
+            // One connection per user on the fleet listener (its client id is the user name): the writer goes.
+            await device.disconnect()
+            try await Self.expectReads(broker, "dev1", allowed: [
+                "properties/set", "info/get", "wifi/scan", "gateway/transfer/start", "unbind",
+            ].map { "things/dev1/thing/\($0)" }, denied: [
+                "things/dev2/thing/properties/set", "things/dev1/thing/status", "thing-agent/events/x/status",
+                "thing-agent/replies/svc-dashboard/1",
+            ], marker: "things/dev1/thing/info/get")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aGatewayAlsoWritesTheTopicsOfTheSubDevicesItsBlockNames() async throws {
+        try await Self.withWriter("gw-example") { broker, gateway, witness in
+            let sub = ["properties", "status", "signal", "info", "properties/set_response", "info/get_response",
+                       "wifi/scan_response"]
+            try await expectAccess(gateway, allowed: sub.map { "things/sub-example-1/thing/\($0)" }
+                                   + ["things/gw-example/thing/gateway/transfer/status"], denied: [
+                "things/dev1/thing/info", "things/dev1/thing/properties", "things/sub-example-1/thing/unbind",
+                "things/sub-example-1/thing/properties/set",
+            ], reaching: witness, marker: "things/gw-example/thing/status")
+            await gateway.disconnect()
+            try await Self.expectReads(broker, "gw-example", allowed: [
+                "things/sub-example-1/thing/info/get", "things/gw-example/thing/wifi/scan",
+            ], denied: ["things/dev1/thing/properties/set"], marker: "things/sub-example-1/thing/properties/set")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aServiceReachesTheAPIAndTheEventsAndNothingElse() async throws {
+        try await Self.withWriter("svc-dashboard") { broker, service, witness in
+            try await expectAccess(service, allowed: ["info", "devices", "set", "detail"].map {
+                "thing-agent/api/thing-agent/request/\($0)"
+            }, denied: [
+                "things/dev1/thing/properties/set", "things/dev1/thing/properties", "things/dev1/thing/unbind",
+                "thing-agent/events/dev1/properties", "thing-agent/replies/svc-dashboard/1",
+                "thing-agent/agents/thing-agent/status", "thing-agent/api/other-agent/request/info",
+            ], reaching: witness, marker: "thing-agent/api/thing-agent/request/info")
+            await service.disconnect()
+            // As a service subscribes (the feed, its answers, the announcement), and broader filters too.
+            try await Self.expectReads(broker, "svc-dashboard", extraFilters: [
+                "thing-agent/events/#", "thing-agent/replies/svc-dashboard/#", "thing-agent/agents/+/status",
+                "thing-agent/#", "things/#",
+            ], allowed: [
+                "thing-agent/events/dev1/properties", "thing-agent/replies/svc-dashboard/r1",
+                "thing-agent/agents/thing-agent/status",
+            ], denied: [
+                "thing-agent/replies/svc-other/r1", "things/dev1/thing/properties/set",
+                "thing-agent/api/thing-agent/request/info", "things/dev1/thing/status",
+            ], marker: "thing-agent/events/dev1/status")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theOperatorsCLIUserSendsRequestsAndFollowsDevicesButWritesNoReport() async throws {
+        try await Self.withWriter("thing-agent-cli", agentListener: true) { broker, cli, witness in
+            let requests = ["properties/set", "info/get", "wifi/scan", "gateway/transfer/start", "status", "info",
+                            "unbind"]
+            try await expectAccess(cli, allowed: requests.map { "things/dev1/thing/\($0)" }, denied: [
+                "things/dev1/thing/properties", "things/dev1/thing/signal",
+                "things/dev1/thing/gateway/transfer/status", "things/dev1/thing/properties/set_response",
+                "thing-agent/events/dev1/status", "thing-agent/agents/thing-agent/status",
+            ], reaching: witness, marker: "things/dev1/thing/properties/set")
+
+            // What watch, transfer, set, info --fetch and wifi-scan read: every device topic (the filters the CLI
+            // subscribes to), fed by a gateway; and the agent's announcement, fed by the agent.
+            let reader = try await BrokerProbe.connect(
+                try broker.client("thing-agent-cli", agentListener: true),
+                subscribing: Topics().subscriptions.map(\.filter) + ["thing-agent/agents/+/status",
+                                                                     "thing-agent/replies/svc-dashboard/1"])
+            let gateway = try broker.client("gw-example")
+            try await gateway.connect()
+            let reports = ["properties", "signal", "info", "gateway/transfer/status", "gateway/transfer/start_response",
+                           "properties/set_response", "info/get_response", "wifi/scan_response"]
+            try await expectAccess(gateway, allowed: reports.map { "things/gw-example/thing/\($0)" }, denied: [],
+                                   reaching: reader, marker: "things/gw-example/thing/status")
+            await gateway.disconnect()
+            await reader.disconnect()
+            try await Self.expectReads(broker, "thing-agent-cli", agentListener: true,
+                                       allowed: ["thing-agent/agents/thing-agent/status"],
+                                       denied: ["thing-agent/replies/svc-dashboard/1"], marker: "things/dev1/thing/info")
+        }
+    }
+}

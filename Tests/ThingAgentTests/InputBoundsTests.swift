@@ -86,6 +86,27 @@ struct InputBoundsTests {
         #expect(many.allow("fresh", now: start))
     }
 
+    /// Pages walk the whole fleet in id order, each device once, with the filter applied.
+    @Test func cachePagesWalkTheFleetInIdOrder() {
+        var devices: [String: DeviceSnapshot] = [:]
+        for n in (0..<1000).shuffled() {
+            var device = DeviceSnapshot(id: "d\(n)", seenAt: 0)
+            device.online = n % 3 != 0
+            devices[device.id] = device
+        }
+        let cache = DeviceCache(devices)
+        var seen: [String] = []
+        var after: String?
+        while true {
+            let page = cache.page(after: after, count: 7) { $0.online == true }
+            seen += page.map(\.id)
+            guard let last = page.last else { break }
+            after = last.id
+        }
+        let expected = devices.values.filter { $0.online == true }.map(\.id).sorted()
+        #expect(seen == expected)
+    }
+
     @Test func timesFarAheadAreReplacedByTheArrival() {
         let arrival: Millis = 1_764_450_000_000
         let skew: Millis = 300_000

@@ -199,9 +199,9 @@ extension Agent {
         }
         let offline = request["offline"]?.boolValue == true
         let gateway = request["gateway"]?.stringValue
-        let matching = cache.filter { device in
-            (after.map { device.id > $0 } ?? true) && (!offline || device.online == false)
-                && (gateway.map { device.info.gatewayId == $0 } ?? true)
+        // One more than the page: whether there is a next one.
+        let matching = cache.page(after: after, count: limit + 1) { device in
+            (!offline || device.online == false) && (gateway.map { device.info.gatewayId == $0 } ?? true)
         }
         let page = matching.prefix(limit)
         let metadata = (try? local?.allMetadata()) ?? [:]

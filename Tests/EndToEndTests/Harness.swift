@@ -13,11 +13,12 @@ final class AgentHarness: Sendable {
     let daemonEnvironment: [String: String]
     private let daemonBox = DaemonBox()
 
-    init(broker: MosquittoBroker, daemonEnvironment: [String: String] = [:]) throws {
+    /// `database`: where the cache goes (the daemon's log stays in `directory`); in `directory` when nil.
+    init(broker: MosquittoBroker, database: String? = nil, daemonEnvironment: [String: String] = [:]) throws {
         self.broker = broker
         self.daemonEnvironment = daemonEnvironment
         directory = try makeTemporaryDirectory("thing-agent-e2e")
-        database = directory + "/cache.sqlite"
+        self.database = database ?? directory + "/cache.sqlite"
         clientID = "agent-\(UInt32.random(in: 0...UInt32.max))"
     }
 

@@ -33,9 +33,8 @@ public final class CacheLock: Sendable {
     public init(cache: String) throws {
         path = Self.path(forCache: cache)
         // 0600 whatever the umask: the file is beside the cache, whose neighbours are private too.
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = PrivateFiles.open(path, flags: O_RDWR)
         guard fd >= 0 else { throw Failed(lockFile: path, reason: String(cString: strerror(errno))) }
-        fchmod(fd, 0o600)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
             let holder = Self.holder(of: fd)

@@ -74,13 +74,15 @@ enum NetworkCommand: Command {
     static let spec = CommandSpec(
         name: "network",
         summary: "backup Wi-Fi networks of a device: list, add, remove",
-        usage: "thing-agent network list DEVICE [--json] | add DEVICE SSID [--password P] [--priority N] | remove DEVICE SSID [options]",
-        options: [
-            OptionSpec(name: "password", valueName: "P", help: "WPA password (8 to 63 characters)"),
+        usage: "thing-agent network list DEVICE [--json] | add DEVICE SSID [--wifi-password-file PATH|- | --wifi-password P] [--priority N] | remove DEVICE SSID [options]",
+        options: WifiPassword.options + [
             OptionSpec(name: "priority", valueName: "N", help: "higher is tried first (default 0)"),
             OptionSpec(name: "json", valueName: nil, help: "print JSON (passwords are never printed)"),
         ] + CommonOptions.options,
-        discussion: "Kept in the cache file (backup_networks); the device must be in the cache.")
+        discussion: """
+            Kept in the cache file (backup_networks); the device must be in the cache. The file is created 0600
+            (only its owner reads it), since it holds these passwords in plain text.
+            """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let words = arguments.positionals
@@ -111,8 +113,9 @@ enum NetworkCommand: Command {
                 guard let value = Int(text) else { throw CommandFailure(code: .usage, message: "--priority takes an integer") }
                 priority = value
             }
+            let password = try WifiPassword.read(arguments)
             try editing {
-                try local.addBackupNetwork(device, BackupNetwork(ssid: words[2], password: arguments.value("password"),
+                try local.addBackupNetwork(device, BackupNetwork(ssid: words[2], password: password,
                                                                  priority: priority))
             }
             Console.out("\(device): backup network \(words[2]) kept")

@@ -18,6 +18,9 @@ enum StatsCommand: Command {
             (clockSkew), property codes over the limit (propertyLimit), transfers that moved nothing
             (untrustedTransfer), API requests refused for their reply topic or rate (apiReplyRefused,
             apiRateLimited).
+            Then the storage status the daemon keeps in <database>.storage: ok, degraded (a file fails, messages
+            are still taken: the journal keeps them) or holding (new messages are left with the broker), with the
+            failing file and error.
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -31,6 +34,7 @@ enum StatsCommand: Command {
                 """)
         }
         let stats = stored.statistics
+        let storage = storage(of: configuration.database)
         if arguments.has("json") {
             var dropped = JSONObject()
             for reason in DropReason.allCases { dropped[reason.rawValue] = .integer(Int64(stats.dropped[reason] ?? 0)) }
@@ -41,6 +45,7 @@ enum StatsCommand: Command {
                 ("unchanged", .integer(Int64(stats.unchanged))), ("dropped", .object(dropped)),
                 ("droppedTotal", .integer(Int64(stats.droppedTotal))), ("since", .integer(stored.since)),
                 ("guarded", .object(guarded)),
+                ("storage", storage?.json ?? .null),
             ])))
             return .success
         }
@@ -63,6 +68,7 @@ enum StatsCommand: Command {
             Console.out("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
                 + String(repeating: " ", count: numberWidth - number.count) + number)
         }
+        printStorage(storage)
         return .success
     }
 }

@@ -38,6 +38,8 @@ extension HostileCorpus {
         ("info", #"null"#, 400),
         ("info", #"{"device":"plug1""#, 400),
         ("info", "\u{FF}\u{FE}", 400),
+        ("info", #"{"device":"plug1","pad":""# + String(repeating: "x", count: 300_000) + #""}"#, 400),
+        ("devices", String(repeating: "[", count: 100_000), 400),
     ]
 
     /// Config files, each with the key its error must name.

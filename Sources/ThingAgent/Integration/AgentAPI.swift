@@ -71,7 +71,9 @@ extension Agent {
     }
 
     private func answer(_ message: MQTTMessage, method: String, counters: IntegrationCounters) async {
-        let request = (try? JSONParser.parse(message.payload))?.objectValue
+        // The device payloads' bound holds here too: a huge request is not parsed at all.
+        let oversized = message.payload.count > PayloadDecoder.maxPayloadBytes
+        let request = oversized ? nil : (try? JSONParser.parse(message.payload, maxDepth: PayloadDecoder.maxDepth))?.objectValue
         guard let replyTo = message.responseTopic ?? request?["replyTo"]?.stringValue,
               !replyTo.isEmpty, !replyTo.contains("+"), !replyTo.contains("#") else {
             counters.requestsDropped.add(1, ordering: .relaxed)
@@ -98,6 +100,7 @@ extension Agent {
                 throw APIError(429, "too many requests from '\(requester)': at most \(configuration.apiRateLimit) "
                     + "per second; try again later")
             }
+            if oversized { throw APIError(400, "the request is over 256 KiB") }
             guard let request else { throw APIError(400, "the request is not a JSON object") }
             let (data, extra) = try await apiResult(method, request)
             reply["code"] = .integer(0)

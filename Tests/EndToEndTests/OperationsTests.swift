@@ -136,14 +136,14 @@ struct OperationsTests {
             let harness = try AgentHarness(broker: broker)
             try await harness.startDaemon()
             let replies = try DaemonProcess("/usr/bin/mosquitto_sub", [
-                "-h", "127.0.0.1", "-p", Self.port(broker), "-t", "ops/replies", "-C", "1", "-W", "30"],
+                "-h", "127.0.0.1", "-p", Self.port(broker), "-t", "thing-agent/replies/ops", "-C", "1", "-W", "30"],
                 logPath: harness.directory + "/replies.log")
             let request = "thing-agent/api/\(harness.clientID)/request/health"
             let deadline = ContinuousClock.now + .seconds(20)
             while replies.isRunning, ContinuousClock.now < deadline {
                 _ = try await runCommand("/usr/bin/mosquitto_pub", [
                     "-h", "127.0.0.1", "-p", Self.port(broker), "-q", "1", "-t", request,
-                    "-m", #"{"id":"h1","replyTo":"ops/replies"}"#])
+                    "-m", #"{"id":"h1","replyTo":"thing-agent/replies/ops"}"#])
                 try await Task.sleep(for: .milliseconds(300))
             }
             let reply = try JSONParser.parse(replies.log.trimmingCharacters(in: .whitespacesAndNewlines))

@@ -19,6 +19,11 @@ extension Agent {
             out.sample("thing_agent_messages_total", [("outcome", "dropped"), ("reason", reason.rawValue)],
                        stats.dropped[reason] ?? 0)
         }
+        out.family("thing_agent_guarded_total", .counter,
+                   "Input corrected or refused besides each message's one outcome (clock skew, property limit, ...).")
+        for reason in GuardReason.allCases {
+            out.sample("thing_agent_guarded_total", [("reason", reason.rawValue)], stats.guarded[reason] ?? 0)
+        }
         out.single("thing_agent_messages_received_total", .counter,
                    "Messages received from the broker (each ends in one outcome of thing_agent_messages_total).",
                    Double(stats.received))

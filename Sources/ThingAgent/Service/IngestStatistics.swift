@@ -16,6 +16,23 @@ public enum DropReason: String, Sendable, CaseIterable {
     /// Could not be applied to the cache. A message the journal cannot take (a full disk) is not dropped: it is
     /// left with the broker, and counted when it is taken later.
     case storeFailed
+    /// From a new device while the cache holds `maxDevices`.
+    case deviceLimit
+}
+
+/// Input the agent took but refused part of or corrected (besides each message's one outcome), or API requests it
+/// refused: counted so that an operator sees a device or client misbehave.
+public enum GuardReason: String, Sendable, CaseIterable {
+    /// A time further ahead of the agent's clock than `maxClockSkew`, replaced by the arrival time.
+    case clockSkew
+    /// A report with new property codes beyond `maxPropertiesPerDevice`: those codes were refused.
+    case propertyLimit
+    /// A transfer `finish` for a transfer the agent did not start (nor trusts): no sub-device moved.
+    case untrustedTransfer
+    /// An API request whose reply topic is outside `replyPrefix`: not answered.
+    case apiReplyRefused
+    /// An API request over its client's `apiRateLimit`: answered 429.
+    case apiRateLimited
 }
 
 /// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, for other
@@ -31,6 +48,8 @@ public struct IngestStatistics: Sendable, Equatable {
     /// Answers addressed to another client (a CLI command's, another agent's): every client hears every answer,
     /// and these are normal traffic, not drops.
     public var forOtherClients = 0
+    /// Corrections and refusals beside the outcome (`GuardReason`).
+    public var guarded: [GuardReason: Int] = [:]
 
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
     /// Messages that ended in an outcome: `received` once the last one is counted.
@@ -46,6 +65,7 @@ final class IngestCounters: Sendable {
     /// One counter per reason, made up front: the table never changes, so neither the receive path nor a metrics
     /// scrape takes a lock for it.
     private let drops = Dictionary(uniqueKeysWithValues: DropReason.allCases.map { ($0, AtomicCounter()) })
+    private let guards = Dictionary(uniqueKeysWithValues: GuardReason.allCases.map { ($0, AtomicCounter()) })
 
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countApplied() { applied.add(1, ordering: .relaxed) }
@@ -54,6 +74,7 @@ final class IngestCounters: Sendable {
     /// Takes back `countReceived` for a message the receive path could not keep and left with the broker.
     func countNotTaken() { received.subtract(1, ordering: .relaxed) }
     func countDrop(_ reason: DropReason) { drops[reason]?.add() }
+    func countGuard(_ reason: GuardReason) { guards[reason]?.add() }
 
     var snapshot: IngestStatistics {
         var stats = IngestStatistics()
@@ -62,6 +83,7 @@ final class IngestCounters: Sendable {
         stats.unchanged = unchanged.load(ordering: .relaxed)
         stats.forOtherClients = forOtherClients.load(ordering: .relaxed)
         for (reason, counter) in drops where counter.value > 0 { stats.dropped[reason] = counter.value }
+        for (reason, counter) in guards where counter.value > 0 { stats.guarded[reason] = counter.value }
         return stats
     }
 
@@ -71,6 +93,7 @@ final class IngestCounters: Sendable {
         unchanged.store(0, ordering: .relaxed)
         forOtherClients.store(0, ordering: .relaxed)
         for counter in drops.values { counter.store(0) }
+        for counter in guards.values { counter.store(0) }
     }
 }
 
@@ -81,6 +104,7 @@ extension IngestStatistics {
         var rows = ["ingest.received": Int64(received), "ingest.applied": Int64(applied),
                     "ingest.unchanged": Int64(unchanged), "ingest.forOtherClients": Int64(forOtherClients)]
         for reason in DropReason.allCases { rows["ingest.dropped.\(reason.rawValue)"] = Int64(dropped[reason] ?? 0) }
+        for reason in GuardReason.allCases { rows["ingest.guarded.\(reason.rawValue)"] = Int64(guarded[reason] ?? 0) }
         return rows
     }
 
@@ -96,6 +120,9 @@ extension IngestStatistics {
         forOtherClients = Int(rows["ingest.forOtherClients"] ?? 0)
         for reason in DropReason.allCases {
             if let count = rows["ingest.dropped.\(reason.rawValue)"], count > 0 { dropped[reason] = Int(count) }
+        }
+        for reason in GuardReason.allCases {
+            if let count = rows["ingest.guarded.\(reason.rawValue)"], count > 0 { guarded[reason] = Int(count) }
         }
     }
 }

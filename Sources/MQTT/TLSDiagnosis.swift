@@ -8,9 +8,9 @@ import Glibc
 /// failure as the same "A TLS error occurred". The causes come from two places: the OpenSSL errors libmosquitto
 /// logs (alerts the broker sent, a handshake that met no TLS), and, for a certificate that did not verify, one
 /// handshake of our own against the broker that reads OpenSSL's verification result (unknown CA, expired, host name).
-enum TLSDiagnosis {
+package enum TLSDiagnosis {
     /// The cause of a failed attempt to a TLS broker, or nil to keep the library's error.
-    static func explain(log: [String], host: String, port: Int, tls: MQTTTLS, timeout: Duration) -> String? {
+    package static func explain(log: [String], host: String, port: Int, tls: MQTTTLS, timeout: Duration) -> String? {
         let text = log.joined(separator: "\n").lowercased()
         if let refused = clientCertificateRefusal(text) { return refused }
         if notTLS(text) { return notSpeakingTLS }
@@ -115,6 +115,10 @@ enum TLSDiagnosis {
         ERR_clear_error()
         if SSL_connect(ssl) == 1 {
             let result = SSL_get_verify_result(ssl)
+            // Under TLS 1.3 the client's side of the handshake ends before the broker has checked the client's
+            // certificate: a refusal comes as an alert just after. Wait a moment for it (a broker that accepted
+            // says nothing until it gets a CONNECT).
+            if result == X509_V_OK, let alert = alertAfterHandshake(ssl, fd) { return .failed(alert) }
             _ = SSL_shutdown(ssl)
             return .verified(Int(result))
         }
@@ -122,6 +126,19 @@ enum TLSDiagnosis {
         guard code != 0 else { return .noTLS }  // the peer closed without a TLS answer
         let reason = ERR_reason_error_string(code).map { String(cString: $0) } ?? "TLS error \(code)"
         return notTLS(reason.lowercased()) ? .noTLS : .failed(reason)
+    }
+
+    /// The reason of an alert the broker sends within a second of the handshake, if it sends one.
+    private static func alertAfterHandshake(_ ssl: OpaquePointer, _ fd: Int32) -> String? {
+        var limit = timeval(tv_sec: 1, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        ERR_clear_error()
+        var byte: UInt8 = 0
+        guard SSL_read(ssl, &byte, 1) <= 0 else { return nil }
+        let code = ERR_get_error()
+        guard code != 0, let reason = ERR_reason_error_string(code).map({ String(cString: $0) }),
+              reason.lowercased().contains("alert") else { return nil }
+        return reason
     }
 
     /// A blocking TCP socket with send/receive timeouts (Linux applies the send timeout to connect too).

@@ -66,6 +66,29 @@ struct TLSCauseTests {
         }
     }
 
+    @Test("without libmosquitto's log lines, the agent's own handshake still finds the cause",
+          arguments: [Case.clientCertificateMissing, .unknownCA, .wrongHost])
+    func causeFromTheHandshakeAlone(_ failure: Case) async throws {
+        var options = MosquittoBroker.Options()
+        options.tls = true
+        if case .wrongHost = failure { options.serverCertificate = .wrongHost }
+        try await withBroker(options) { broker in
+            let certificates = try #require(broker.certificates)
+            var tls = MQTTTLS(caFile: certificates.caFile, certFile: certificates.clientCertFile,
+                              keyFile: certificates.clientKeyFile)
+            switch failure {
+            case .clientCertificateMissing: tls.certFile = nil; tls.keyFile = nil
+            case .unknownCA: tls.caFile = certificates.wrongCAFile
+            default: break
+            }
+            // Under load the broker's alert can be lost with the connection (an EPROTO instead of a TLS error,
+            // nothing in the log): the cause must come from the handshake.
+            let port = try #require(broker.tlsPort)
+            let cause = TLSDiagnosis.explain(log: [], host: "127.0.0.1", port: port, tls: tls, timeout: .seconds(3))
+            #expect(cause?.contains(failure.expected) == true, "got \(String(describing: cause))")
+        }
+    }
+
     @Test("mqtts:// to a plain MQTT port says the broker does not speak TLS there")
     func tlsToPlainPort() async throws {
         try await withBroker { broker in

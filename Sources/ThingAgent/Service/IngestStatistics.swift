@@ -99,7 +99,8 @@ final class IngestCounters: Sendable {
 
 extension IngestStatistics {
     /// The counters as the daemon writes them into the cache's `meta` table (README, "The cache file"):
-    /// `ingest.received`, `ingest.applied`, `ingest.unchanged`, `ingest.forOtherClients` and `ingest.dropped.<reason>` for every reason.
+    /// `ingest.received`, `ingest.applied`, `ingest.unchanged`, `ingest.forOtherClients` and
+    /// `ingest.dropped.<reason>` for every reason.
     var metaRows: [String: Int64] {
         var rows = ["ingest.received": Int64(received), "ingest.applied": Int64(applied),
                     "ingest.unchanged": Int64(unchanged), "ingest.forOtherClients": Int64(forOtherClients)]

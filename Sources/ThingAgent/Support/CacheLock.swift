@@ -62,19 +62,19 @@ public final class CacheLock: Sendable {
         return nil
     }
 
-    /// A /proc file read to its end: `String(contentsOfFile:)` stops after the first 4 KiB of one, since /proc files
-    /// report a size of 0, and /proc/locks has a line per lock on the whole machine.
+    /// A /proc file read to its end: its size reads as 0, and on a busy machine /proc/locks holds thousands of
+    /// lines, so one fixed-size read would miss the holder's.
     private static func readWhole(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return n == 0 ? String(decoding: bytes, as: UTF8.self) : nil }
-            bytes += chunk[0..<n]
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return count == 0 ? String(decoding: bytes, as: UTF8.self) : nil }
+            bytes.append(contentsOf: chunk[..<count])
         }
     }
 

@@ -50,6 +50,36 @@ struct DaemonOperationsTests {
         }
     }
 
+    /// A receive path that holds intake because the cache cannot be written is waiting on purpose, not stuck:
+    /// systemd must not kill it (it resumes by itself once the file is writable).
+    @Test(.timeLimit(.minutes(3)),
+          .enabled(if: canMakeImmutable, "chattr +i does not work on this file system; skipped"))
+    func theWatchdogIsFedWhileIntakeIsHeld() async throws {
+        let sockets = try makeTemporaryDirectory("notify")
+        defer { try? FileManager.default.removeItem(atPath: sockets) }
+        let socket = try NotifySocket(directory: sockets)
+        defer { socket.close() }
+        try await withBroker(FaultTests.unboundedQueue) { broker in
+            let (harness, device, _) = try await StorageFaultTests.heldByAnImmutableCache(
+                "dog0", broker, environment: ["NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "1000000"])
+            defer { clearImmutable(harness.database) }
+            let daemon = try #require(harness.daemon)
+            @Sendable func pings() -> Int { socket.lines.filter { $0 == "WATCHDOG=1" }.count }
+            // A ping every 0.5 s; the liveness limit is 5 s. Twenty more pings span well past it.
+            let held = pings()
+            try await waitUntil(timeout: .seconds(90)) { pings() >= held + 20 || !daemon.isRunning }
+            #expect(pings() >= held + 20, "the pings stopped during the hold: \(daemon.log.suffix(2000))")
+            #expect(!daemon.log.contains("no longer fed"), "\(daemon.log.suffix(2000))")
+            let text = try await harness.cli(["stats"])
+            #expect(text.stdout.contains("Storage: holding"), "the pings came during the hold: \(text.stdout)")
+
+            clearImmutable(harness.database)
+            try await harness.waitForWholeStream("dog0", last: 100, timeout: .seconds(60))
+            try await harness.stopCleanly()
+            await device.disconnect()
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func withoutWatchdogUsecOrForAnotherPidItSendsNoWatchdogPings() async throws {
         try await withBroker { broker in

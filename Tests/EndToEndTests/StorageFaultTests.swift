@@ -177,10 +177,10 @@ struct StorageFaultTests {
 
     /// A daemon with 50 reports of `id`'s stream in its cache, whose cache file is then made immutable: once it holds
     /// intake, 50 more reports are published (they wait at the broker). The caller clears the attribute.
-    static func heldByAnImmutableCache(_ id: String, _ broker: MosquittoBroker) async throws
-        -> (harness: AgentHarness, device: SimulatedDevice, publisher: StreamPublisher) {
+    static func heldByAnImmutableCache(_ id: String, _ broker: MosquittoBroker, environment: [String: String] = [:])
+        async throws -> (harness: AgentHarness, device: SimulatedDevice, publisher: StreamPublisher) {
         let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
-        try await harness.startDaemon()
+        try await harness.startDaemon(environment: environment)
         let (device, publisher) = try await stream(id, broker, count: 50)
         try await harness.waitForWholeStream(id, last: 50)
         #expect(makeImmutable(harness.database))

@@ -71,6 +71,17 @@ extension Agent {
     }
 
     private func answer(_ message: MQTTMessage, method: String, counters: IntegrationCounters) async {
+        // A request is an act of the moment: the broker replays a retained one at every subscribe, so running it
+        // would repeat a `remove` or a forced `set` at every start.
+        if message.retain {
+            counters.requestsDropped.add(1, ordering: .relaxed)
+            ingestor.counters.countGuard(.apiRetainedRefused)
+            if apiLogLimiter.shouldLog("retained", now: Timestamp.now()) {
+                logger.warning("refused a retained API request: requests are not kept by the broker",
+                               metadata: ["topic": message.topic])
+            }
+            return
+        }
         // The device payloads' bound holds here too: a huge request is not parsed at all.
         let oversized = message.payload.count > PayloadDecoder.maxPayloadBytes
         let request = oversized ? nil : (try? JSONParser.parse(message.payload, maxDepth: PayloadDecoder.maxDepth))?.objectValue

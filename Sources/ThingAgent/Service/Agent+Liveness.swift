@@ -3,9 +3,11 @@ import MQTT
 extension Agent {
     /// True while the receive path (the network thread, which also runs the ingestor) and the flusher thread both
     /// went round their loops within `limit`: what a watchdog ping vouches for. A stuck write, a stuck callback or a
-    /// stopped agent makes it false.
+    /// stopped agent makes it false. A receive path that deliberately holds intake (the storage cannot keep a
+    /// message) is alive as long as its wait goes round: it resumes by itself once the storage works again.
     public func isAlive(within limit: Duration) -> Bool {
-        guard let network = client.networkThreadIdle, network < limit else { return false }
+        guard let network = client.networkThreadIdle else { return false }
+        guard network < limit || (ingestor.holdIdle.map { $0 < limit } ?? false) else { return false }
         guard let flush = flusher.idle, flush < limit else { return false }
         return true
     }

@@ -33,6 +33,9 @@ public enum GuardReason: String, Sendable, CaseIterable {
     case apiReplyRefused
     /// An API request over its client's `apiRateLimit`: answered 429.
     case apiRateLimited
+    /// An API request the broker kept as a retained message (delivered at a subscribe, at every start): neither
+    /// executed nor answered, so that a retained `remove` or forced `set` never runs again by itself.
+    case apiRetainedRefused
 }
 
 /// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, for other

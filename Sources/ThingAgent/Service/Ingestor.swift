@@ -41,6 +41,9 @@ final class Ingestor: Sendable {
     private let refuse = Mutex<(@Sendable () -> Void)?>(nil)
     /// Set when the agent stops: a message waiting for the storage is then left with the broker.
     private let stopping = Atomic<Bool>(false)
+    /// While the receive path waits for the storage (uptime nanoseconds of its last round; 0 when not waiting):
+    /// the network thread is then deliberately parked, not stuck, and the watchdog must go on being fed.
+    private let holdHeartbeat = Atomic<UInt64>(0)
 
     init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
          transfers: TransferWatch?, logger: Logger, elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil,
@@ -83,12 +86,27 @@ final class Ingestor: Sendable {
     /// the message now; the broker sends it again after the reconnect, a repeat that changes nothing) or the agent
     /// stops (false).
     private func waitWhileStorageHolds() -> Bool {
+        beatWhileHolding()
+        defer { holdHeartbeat.store(0, ordering: .relaxed) }
         refuse.withLock { $0 }?()
         while !stopping.load(ordering: .relaxed) {
             usleep(100_000)
+            beatWhileHolding()
             if !writer.storage.holdsIntake { return true }
         }
         return false
+    }
+
+    private func beatWhileHolding() {
+        holdHeartbeat.store(max(DispatchTime.now().uptimeNanoseconds, 1), ordering: .relaxed)
+    }
+
+    /// How long ago the wait for the storage last went round; nil when the receive path is not waiting.
+    var holdIdle: Duration? {
+        let last = holdHeartbeat.load(ordering: .relaxed)
+        guard last != 0 else { return nil }
+        let now = DispatchTime.now().uptimeNanoseconds
+        return .nanoseconds(Int64(clamping: now > last ? now - last : 0))
     }
 
     /// Re-applies a journaled message at start-up (not journaled again, not counted as received).

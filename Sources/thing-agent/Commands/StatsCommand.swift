@@ -17,8 +17,8 @@ enum StatsCommand: Command {
             to another client's request, which every client hears) or dropped, so
             received = applied + unchanged + forOtherClients + dropped. Below them, when any: times corrected for
             clock skew (clockSkew), property codes over the limit (propertyLimit), transfers that moved nothing
-            (untrustedTransfer), API requests refused for their reply topic or rate (apiReplyRefused,
-            apiRateLimited).
+            (untrustedTransfer), API requests refused for their reply topic, rate or retain flag
+            (apiReplyRefused, apiRateLimited, apiRetainedRefused).
             Then the storage status the daemon keeps in <database>.storage: ok, degraded (a file fails, messages
             are still taken: the journal keeps them) or holding (new messages are left with the broker), with the
             failing file and error.

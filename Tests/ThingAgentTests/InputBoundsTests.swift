@@ -70,6 +70,18 @@ struct InputBoundsTests {
         }
     }
 
+    /// A prefix given without its final slash gets one: `thing-agent/replies` would otherwise refuse every normal
+    /// reply topic and take look-alikes (`thing-agent/replies-x/…`).
+    @Test func aReplyPrefixWithoutItsSlashGetsOne() throws {
+        var configuration = AgentConfiguration()
+        try configuration.apply(key: "replyPrefix", text: "thing-agent/replies", source: "--reply-prefix")
+        #expect(configuration.replyPrefix == "thing-agent/replies/")
+        #expect(ReplyTopics.client(of: "thing-agent/replies/svc/1", prefix: configuration.replyPrefix) == "svc")
+        #expect(ReplyTopics.client(of: "thing-agent/replies-x/svc/1", prefix: configuration.replyPrefix) == nil)
+        try configuration.apply(key: "replyPrefix", text: "svc/answers/", source: "env")
+        #expect(configuration.replyPrefix == "svc/answers/", "a prefix with its slash stays as it is")
+    }
+
     @Test func theRateLimitAllowsABurstThenRefillsPerClient() {
         let limiter = APIRateLimiter(rate: 2)
         let start = ContinuousClock.now

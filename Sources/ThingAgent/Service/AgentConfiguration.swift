@@ -163,7 +163,8 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("serveAPI", "THING_AGENT_SERVE_API", { c, v in setBool(&c.serveAPI, v) }),
         ("replyPrefix", "THING_AGENT_REPLY_PREFIX", { c, v in
             guard let s = v.stringValue, !s.isEmpty, !s.contains("+"), !s.contains("#") else { return false }
-            c.replyPrefix = s
+            // Without the slash the prefix would also match look-alikes (`thing-agent/replies-x/…`).
+            c.replyPrefix = s.hasSuffix("/") ? s : s + "/"
             return true
         }),
         ("apiPageSize", "THING_AGENT_API_PAGE_SIZE", { c, v in setCount(&c.apiPageSize, v, max: maxPageSize) }),

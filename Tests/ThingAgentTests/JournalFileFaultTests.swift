@@ -23,6 +23,22 @@ final class JournalFileFaultTests {
         return info
     }
 
+    /// A journal that cannot be reserved on a full disk leaves no empty file behind (the next check would take it
+    /// for a replaced journal, move it aside and try again, a new file every second); one that was there stays.
+    @Test(.enabled(if: SmallDisk.isAvailable, "mounting a tmpfs needs root and a system that allows it; skipped"))
+    func aJournalThatCannotBeMadeOnAFullDiskLeavesNoFile() throws {
+        let disk = try SmallDisk(megabytes: 1)
+        _ = try disk.fill()
+        let made = disk.path + "/cache.sqlite.journal"
+        #expect(throws: JournalError.self) { _ = try Journal(path: made, initialCapacity: 1 << 20) }
+        #expect(access(made, F_OK) != 0, "an empty journal was left on the full disk")
+
+        let existing = disk.path + "/existing.journal"
+        #expect(close(open(existing, O_CREAT | O_WRONLY, 0o600)) == 0)
+        #expect(throws: JournalError.self) { _ = try Journal(path: existing, initialCapacity: 1 << 20) }
+        #expect(access(existing, F_OK) == 0, "a file the journal did not create is not removed")
+    }
+
     /// Blocks allocated, not a sparse file: a write through the mapping can never find the disk without room.
     @Test func itsPagesAreReservedWhenSizedAndWhenGrown() throws {
         let journal = try Journal(path: path, initialCapacity: 1 << 20)

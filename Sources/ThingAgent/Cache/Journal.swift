@@ -43,6 +43,9 @@ final class Journal {
     init(path: String, initialCapacity: Int = Journal.initialCapacity) throws(JournalError) {
         self.path = path
         self.initialCapacity = initialCapacity
+        // A file this call creates and then cannot reserve (a full disk) is removed again: left behind empty, it
+        // would be found as a replaced journal by the next check, moved aside, and made again, once a second.
+        let creating = access(path, F_OK) != 0
         fd = PrivateFiles.open(path, flags: O_RDWR)
         guard fd >= 0 else { throw JournalError(path: path, operation: "open", code: errno) }
         var info = stat()
@@ -65,6 +68,7 @@ final class Journal {
             base = try Self.map(fd, capacity, path: path)
         } catch {
             close(fd)
+            if creating { unlink(path) }
             throw error
         }
         let existing = size >= Self.headerSize && Array(UnsafeRawBufferPointer(start: base, count: 4)) == Self.magic

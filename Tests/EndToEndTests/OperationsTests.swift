@@ -130,6 +130,22 @@ struct OperationsTests {
         }
     }
 
+    /// A metrics port already taken (here by the broker itself) is a set-up error said at once, exit 1, before the
+    /// broker is tried (the broker address goes nowhere: a daemon that tried it first would wait for it).
+    @Test("a metrics address that cannot be bound ends the start, exit 1, naming the metrics address")
+    func metricsAddressTaken() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let taken = "127.0.0.1:\(Self.port(broker))"
+            let result = try await runCommand(thingAgentExecutable(), [
+                "run", "--broker", "mqtt://127.0.0.1:\(try freeLoopbackPort())", "--db", harness.database,
+                "--metrics", taken], timeout: .seconds(30))
+            #expect(result.status == 1, "\(result.stderr)")
+            #expect(result.stderr.contains("metricsAddress '\(taken)'"), "\(result.stderr)")
+            #expect(!result.stderr.contains("broker"), "not a broker problem: \(result.stderr)")
+        }
+    }
+
     @Test("the API answers health like GET /health")
     func healthOverTheAPI() async throws {
         try await withBroker { broker in

@@ -3,11 +3,19 @@ import JSON
 
 extension Agent {
     /// Serves `GET /metrics` and `GET /health` on `metricsAddress` (the daemon only); nil when none is set.
-    func startMetricsServer() throws -> HTTPServer? {
+    func startMetricsServer() throws(MetricsServerError) -> HTTPServer? {
         guard role == .service, let text = configuration.metricsAddress else { return nil }
         guard let address = MetricsAddress(text) else {
-            throw HTTPServerError(message: "metricsAddress '\(text)' is not HOST:PORT")
+            throw MetricsServerError(message: "metricsAddress '\(text)' is not HOST:PORT")
         }
+        do {
+            return try serveMetrics(on: address)
+        } catch {
+            throw MetricsServerError(message: "cannot serve metrics and health on metricsAddress '\(text)': \(error)")
+        }
+    }
+
+    private func serveMetrics(on address: MetricsAddress) throws -> HTTPServer {
         let server = try HTTPServer(host: address.host, port: address.port, address: "\(address)", routes: [
             "/metrics": { [self] in
                 HTTPServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
@@ -22,4 +30,10 @@ extension Agent {
         logger.info("serving metrics and health", metadata: ["address": "http://\(address)/metrics"])
         return server
     }
+}
+
+/// The metrics address cannot be served (taken, not local, not resolvable): the daemon stops before it connects.
+public struct MetricsServerError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
 }

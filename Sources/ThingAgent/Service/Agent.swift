@@ -207,14 +207,8 @@ public final class Agent: Sendable {
         // from then on).
         let events = role == .service && configuration.publishEvents
             ? self.events.events(kinds: .all, queueLimit: configuration.eventQueueLimit) : nil
-        do {
-            try await startWhenBrokerIsUp()
-        } catch {
-            await stop()
-            // Cancelled while still waiting for the broker: that is a graceful stop too, not a failure.
-            if Task.isCancelled { return }
-            throw error
-        }
+        // Before the broker: an address that cannot be served is a set-up error of its own, said at once, not a
+        // broker problem found after the connection.
         let metrics: HTTPServer?
         do {
             metrics = try startMetricsServer()
@@ -223,6 +217,14 @@ public final class Agent: Sendable {
             throw error
         }
         defer { metrics?.stop() }
+        do {
+            try await startWhenBrokerIsUp()
+        } catch {
+            await stop()
+            // Cancelled while still waiting for the broker: that is a graceful stop too, not a failure.
+            if Task.isCancelled { return }
+            throw error
+        }
         onStarted?()
         // The timers, the event feed and the API, until cancelled.
         await withDiscardingTaskGroup { group in

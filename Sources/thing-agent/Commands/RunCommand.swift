@@ -80,6 +80,9 @@ enum RunCommand: Command {
         do {
             try await work.value
             outcome = .success
+        } catch let error as MetricsServerError {
+            logger.critical("\(error)")
+            outcome = .failure
         } catch {
             logger.critical("\(error)")
             outcome = .noBroker

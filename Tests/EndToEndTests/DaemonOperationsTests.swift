@@ -127,6 +127,34 @@ struct DaemonOperationsTests {
         }
     }
 
+    /// The lock comes before the cache is opened: a second daemon migrates nothing under the first (here the file
+    /// is made to look one schema version old, which any open of the cache would migrate).
+    @Test(.timeLimit(.minutes(1)))
+    func aSecondDaemonIsRefusedBeforeItOpensOrMigratesTheCache() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let first = try #require(harness.daemon)
+            let latest = try #require(Int(try await sqlite3(harness.database, "PRAGMA user_version")))
+            @Sendable func setVersion(_ version: Int) async throws {
+                let result = try await runCommand("/usr/bin/sqlite3", [
+                    "-bail", "-cmd", ".timeout 5000", harness.database, "PRAGMA user_version = \(version)"])
+                try #require(result.status == 0, "\(result.stderr)")
+            }
+            try await setVersion(latest - 1)
+            let second = try await runCommand(thingAgentExecutable(), [
+                "run", "--broker", broker.url, "--db", harness.database, "--client-id", harness.clientID + "-2",
+            ], timeout: .seconds(20))
+            #expect(second.status == 1)
+            #expect(second.stderr.contains("is in use by the daemon with pid \(first.pid)"), "\(second.stderr)")
+            #expect(try await sqlite3(harness.database, "PRAGMA user_version") == "\(latest - 1)",
+                    "the second daemon migrated the cache")
+            try await setVersion(latest)
+            first.signal(SIGTERM)
+            #expect(await first.waitForExit(timeout: .seconds(10)) == 0)
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func sighupReloadsLevelModelsScenesAndLayoutAndNeverEndsTheDaemon() async throws {
         try await withBroker { broker in

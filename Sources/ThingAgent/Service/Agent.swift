@@ -74,8 +74,14 @@ public final class Agent: Sendable {
             let existing = FileManager.default.fileExists(atPath: configuration.database)
             cache = DeviceCache(existing ? try CacheStore(path: configuration.database, readOnly: true).loadAll() : [:])
         } else {
-            let opened = try CacheStore(path: configuration.database)
-            cacheLock = lockCache ? try CacheLock(cache: configuration.database) : nil
+            let database = configuration.database
+            let opened: CacheStore
+            if lockCache {
+                (cacheLock, opened) = try CacheLock.lockThenOpen(cache: database) { try CacheStore(path: database) }
+            } else {
+                opened = try CacheStore(path: database)
+                cacheLock = nil
+            }
             cache = DeviceCache(try opened.loadAll(shouldStop: shouldStop))
             store = opened
         }

@@ -26,6 +26,28 @@ public final class CacheLock: Sendable {
         public var description: String { "cannot lock \(lockFile): \(reason)" }
     }
 
+    /// Takes the lock for `cache`, and only then runs `open` (which opens and migrates the cache): a second daemon
+    /// is refused before it touches the file. Where the lock file cannot be made (a missing or read-only
+    /// directory) the cache could not be opened either, and `open`'s error names the cause in the words used for the
+    /// cache; a lock file made here for a cache that is then refused is removed, leaving the directory as it was.
+    public static func lockThenOpen<Opened>(cache: String, _ open: () throws -> Opened) throws -> (CacheLock, Opened) {
+        let lockFile = path(forCache: cache)
+        let making = access(lockFile, F_OK) != 0
+        let lock: CacheLock
+        do {
+            lock = try CacheLock(cache: cache)
+        } catch let failed as Failed {
+            _ = try open()
+            throw failed
+        }
+        do {
+            return (lock, try open())
+        } catch {
+            if making { unlink(lockFile) }
+            throw error
+        }
+    }
+
     /// The lock file's path for a cache file.
     public static func path(forCache cache: String) -> String { cache + ".lock" }
 

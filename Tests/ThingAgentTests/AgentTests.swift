@@ -142,6 +142,65 @@ struct AgentTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
+    func theSameListenerAddedTwiceHearsEveryUpdateOnce() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let baseline = agent.events.listenerCount
+                let manager = DeviceInfoManager(deviceId: "twice", agent: agent)
+                let log = SignalLog()
+                let recorder = SignalRecorder(log)
+                manager.addListener(recorder)
+                manager.addListener(recorder)
+                let device = try SimulatedDevice("twice", brokerURL: broker.url)
+                try await device.connect()
+                try await device.signal(wifi: -40, time: t0)
+                try await waitUntil { log.values == [-40] }
+                // The replaced registration has ended by now; the one that replaced it must still hear.
+                try await waitUntil { agent.events.listenerCount == baseline + 1 }
+                try await device.signal(wifi: -41, time: t0 + 1)
+                try await device.signal(wifi: -42, time: t0 + 2)
+                try await waitUntil { log.values == [-40, -41, -42] }
+                manager.removeListener(recorder)
+                try await waitUntil { agent.events.listenerCount == baseline }
+                await device.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aReleasedListenerReplacedByANewOneLeavesTheNewOneHearing() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let manager = DeviceInfoManager(deviceId: "reuse", agent: agent)
+                let oldLog = SignalLog(), newLog = SignalLog()
+                var old: SignalRecorder? = SignalRecorder(oldLog)
+                manager.addListener(old!)
+                let oldAddress = ObjectIdentifier(old!)
+                old = nil
+                // A new listener at the released one's address (the allocator hands a freed block back first),
+                // registered before any event woke the released one's registration.
+                var candidates: [SignalRecorder] = []
+                var fresh = SignalRecorder(newLog)
+                while ObjectIdentifier(fresh) != oldAddress, candidates.count < 1000 {
+                    candidates.append(fresh)
+                    fresh = SignalRecorder(newLog)
+                }
+                candidates.removeAll()
+                manager.addListener(fresh)
+                let device = try SimulatedDevice("reuse", brokerURL: broker.url)
+                try await device.connect()
+                for n in 0..<3 {
+                    try await device.signal(wifi: -40 - n, time: t0 + Int64(n))
+                }
+                try await waitUntil { newLog.values == [-40, -41, -42] }
+                #expect(oldLog.values.isEmpty)
+                manager.removeListener(fresh)
+                await device.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
     func slowListenerNeverBlocksIngestOrOthers() async throws {
         try await withBroker { broker in
             try await Self.withAgent(broker) { agent, _ in

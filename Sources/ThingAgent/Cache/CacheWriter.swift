@@ -225,7 +225,7 @@ final class CacheWriter: Sendable {
             guard let store else { return }
             try store.database.transaction(.immediate) {
                 for (id, marks) in dirty where marks.removed {
-                    _ = try LocalStore.deleteDevice(id, in: store.database)
+                    _ = try CacheSchema.deleteDevice(id, in: store.database)
                 }
                 for device in devices {
                     let marks = dirty[device.id] ?? Dirty()

@@ -311,18 +311,7 @@ public final class LocalStore: Sendable {
     /// group memberships and backup networks. Returns whether it had a cached row.
     @discardableResult
     public func deleteDevice(_ id: String) throws -> Bool {
-        try withDatabase { db in try Self.deleteDevice(id, in: db) }
-    }
-
-    static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
-        try db.transaction(.immediate) {
-            try db.run("DELETE FROM devices WHERE dev_id = ?", [.text(id)])
-            let existed = db.changes > 0
-            try db.run("DELETE FROM device_meta WHERE dev_id = ?", [.text(id)])
-            try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(id)])
-            try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(id)])
-            return existed
-        }
+        try withDatabase { db in try CacheSchema.deleteDevice(id, in: db) }
     }
 
     private func validate(_ devices: [String]) throws {

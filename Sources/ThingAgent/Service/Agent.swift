@@ -253,17 +253,11 @@ public final class Agent: Sendable {
             // backlog of messages to the agent (seen taking 2 s), and the announcement goes out before the
             // DISCONNECT either way (the SIGTERM-under-load test checks it arrives). Disconnecting fails the wait.
             let client = client, topic = configuration.announceTopic
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    try? await client.publish(topic, payload: Self.announcement(online: false), qos: .atLeastOnce,
-                                              retain: true)
-                }
-                group.addTask {
-                    guard (try? await Task.sleep(for: .milliseconds(200))) != nil else { return }
-                    await client.disconnect()
-                }
-                await group.next()
-                group.cancelAll()
+            await withTimeout(.milliseconds(200)) {
+                try? await client.publish(topic, payload: Self.announcement(online: false), qos: .atLeastOnce,
+                                          retain: true)
+            } expire: {
+                await client.disconnect()
             }
         }
         await client.disconnect()

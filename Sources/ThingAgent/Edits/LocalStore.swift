@@ -68,6 +68,7 @@ public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownDevice(String)
     case unknownGroup(String)
     case groupExists(String)
+    case unknownNetwork(String, ssid: String)
     case invalid(String)
 
     public var description: String {
@@ -75,6 +76,7 @@ public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownDevice(let id): "unknown device '\(id)': it is not in the cache"
         case .unknownGroup(let name): "no group named '\(name)'"
         case .groupExists(let name): "a group named '\(name)' already exists"
+        case .unknownNetwork(let id, let ssid): "\(id) has no backup network '\(ssid)'"
         case .invalid(let why): why
         }
     }

@@ -64,7 +64,7 @@ public final class Agent: Sendable {
             cache = DeviceCache(existing ? try CacheStore(path: configuration.database, readOnly: true).loadAll() : [:])
         } else {
             let opened = try CacheStore(path: configuration.database)
-            cacheLock = lockCache ? try CacheLock(cache: configuration.database) : nil
+            cacheLock = lockCache ? try CacheLock(cache: configuration.database, owner: configuration.clientID) : nil
             cache = DeviceCache(try opened.loadAll())
             store = opened
         }
@@ -375,23 +375,11 @@ public final class Agent: Sendable {
     }
 
     static func mqttConfiguration(_ config: AgentConfiguration, role: Role) -> MQTTConfiguration {
-        let clientID = role == .service
-            ? config.clientID
-            : "\(config.clientID)-cli-\(ProcessInfo.processInfo.processIdentifier)-\(UInt16.random(in: 0...UInt16.max))"
-        var mqtt = MQTTConfiguration(url: config.broker, clientID: clientID)
-        mqtt.username = config.username
-        mqtt.password = config.password
-        if config.caFile != nil || config.certFile != nil || config.keyFile != nil || !config.verifyHostname {
-            mqtt.tls = MQTTTLS(caFile: config.caFile, certFile: config.certFile, keyFile: config.keyFile,
-                               verifyHostname: config.verifyHostname)
-        }
-        mqtt.keepAlive = Int(config.keepAlive)
-        mqtt.protocolVersion = config.mqttVersion == "3.1.1" ? .v311 : .v5
+        let clientID = role == .service ? config.clientID : config.commandClientID
+        var mqtt = config.mqtt(clientID: clientID)
         let persistent = role == .service && config.persistentSession
         mqtt.cleanSession = !persistent
         if persistent, mqtt.protocolVersion == .v5 { mqtt.sessionExpiry = UInt32(config.sessionExpiry) }
-        mqtt.reconnectMinDelay = .seconds(config.reconnectMinDelay)
-        mqtt.reconnectMaxDelay = .seconds(config.reconnectMaxDelay)
         if role == .service {
             mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
                                  qos: .atLeastOnce, retain: true)

@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import MQTT
 
 /// Everything the agent needs to run. Read from a JSON file (`Config/agent.json` documents every key),
 /// then environment variables override it, then command-line flags override both.
@@ -60,6 +61,28 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var announceTopic: String { "thing-agent/agents/\(clientID)/status" }
 
     public var topics: Topics { Topics(root: topicRoot) }
+
+    /// A client id of its own for a short-lived command, made from `clientID`, so that it never takes over the
+    /// daemon's session.
+    public var commandClientID: String {
+        "\(clientID)-cli-\(ProcessInfo.processInfo.processIdentifier)-\(UInt16.random(in: 0...UInt16.max))"
+    }
+
+    /// The broker connection these settings describe (address, credentials, TLS, keepalive, MQTT version,
+    /// reconnect delays), as `clientID`, with a clean session and no will.
+    public func mqtt(clientID: String) -> MQTTConfiguration {
+        var mqtt = MQTTConfiguration(url: broker, clientID: clientID)
+        mqtt.username = username
+        mqtt.password = password
+        if caFile != nil || certFile != nil || keyFile != nil || !verifyHostname {
+            mqtt.tls = MQTTTLS(caFile: caFile, certFile: certFile, keyFile: keyFile, verifyHostname: verifyHostname)
+        }
+        mqtt.keepAlive = Int(keepAlive)
+        mqtt.protocolVersion = mqttVersion == "3.1.1" ? .v311 : .v5
+        mqtt.reconnectMinDelay = .seconds(reconnectMinDelay)
+        mqtt.reconnectMaxDelay = .seconds(reconnectMaxDelay)
+        return mqtt
+    }
 
     // MARK: loading
 

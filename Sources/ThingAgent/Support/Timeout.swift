@@ -4,7 +4,7 @@
 ///
 /// `expire` is how a wait that cannot be cancelled by itself (a continuation, a publish waiting for its PUBACK)
 /// still ends on time.
-func withTimeout<Result: Sendable>(
+package func withTimeout<Result: Sendable>(
     _ timeout: Duration,
     _ operation: @escaping @Sendable () async -> Result,
     expire: @escaping @Sendable () async -> Void

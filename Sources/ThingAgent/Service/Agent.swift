@@ -356,16 +356,6 @@ public final class Agent: Sendable {
         return cache.device(deviceId)?.info ?? DeviceInfo(devId: deviceId)
     }
 
-    // MARK: shared instance
-
-    private static let sharedAgent = Mutex<Agent?>(nil)
-
-    /// The agent that SDK-style objects (`DeviceInfoManager(deviceId:)`) use when none is passed.
-    public static var shared: Agent? {
-        get { sharedAgent.withLock { $0 } }
-        set { sharedAgent.withLock { $0 = newValue } }
-    }
-
     // MARK: helpers
 
     static func announcement(online: Bool) -> [UInt8] {

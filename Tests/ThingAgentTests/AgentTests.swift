@@ -200,6 +200,44 @@ struct AgentTests {
         }
     }
 
+    /// An embedding app's own log backend: it gets each record whole, not a formatted line.
+    final class RecordingLogHandler: AgentLogHandler {
+        struct Record: Sendable {
+            let level: AgentLogger.Level, label: String, message: String, metadata: AgentLogger.Metadata
+        }
+        private let records = Mutex<[Record]>([])
+        var all: [Record] { records.withLock { $0 } }
+        func log(level: AgentLogger.Level, label: String, message: String, metadata: AgentLogger.Metadata) {
+            records.withLock { $0.append(Record(level: level, label: label, message: message, metadata: metadata)) }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anEmbeddingAppsHandlerGetsLevelMessageAndMetadata() async throws {
+        try await withBroker { broker in
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let handler = RecordingLogHandler()
+            let logger = AgentLogger(label: "fleet", level: .info, handler: handler)
+            let agent = try Agent(configuration: Self.configuration(broker, directory: directory), logger: logger)
+            let running = Task { try await agent.run() }
+            try await waitUntil { agent.connectionState == .connected }
+            let device = try SimulatedDevice("noisy", brokerURL: broker.url)
+            try await device.connect()
+            try await device.publish("properties", "{not json")
+            try await waitUntil { handler.all.contains { $0.metadata["reason"] == "malformed" } }
+            let dropped = try #require(handler.all.first { $0.metadata["reason"] == "malformed" })
+            #expect(dropped.level == .warning)
+            #expect(dropped.label == "fleet")
+            #expect(dropped.message.hasPrefix("dropped a message"))
+            #expect(dropped.metadata["topic"] == "things/noisy/thing/properties")
+            #expect(!handler.all.contains { $0.level < .info }, "below the logger's level: not handed on")
+            await device.disconnect()
+            running.cancel()
+            _ = try? await running.value
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func slowListenerNeverBlocksIngestOrOthers() async throws {
         try await withBroker { broker in

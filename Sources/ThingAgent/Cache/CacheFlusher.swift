@@ -14,7 +14,7 @@ final class CacheFlusher: Sendable {
     let journalLimit: Int64
     let reportInterval: Duration
     let report: (@Sendable () -> [String: Int64])?
-    let logger: Logger
+    let logger: AgentLogger
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
     /// Signalled by `stop()`, to cut a batch's gathering pause short.
@@ -39,7 +39,7 @@ final class CacheFlusher: Sendable {
     }
 
     init(writer: CacheWriter, interval: Duration = .milliseconds(50), journalLimit: Int64 = 64 << 20,
-         reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil, logger: Logger) {
+         reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil, logger: AgentLogger) {
         self.writer = writer
         self.interval = interval
         self.journalLimit = journalLimit

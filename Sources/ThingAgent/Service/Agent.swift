@@ -22,7 +22,7 @@ public final class Agent: Sendable {
     public let role: Role
     public let cache: DeviceCache
     public let events: EventHub
-    public let logger: Logger
+    public let logger: AgentLogger
     /// The thing models that check property sets, loaded from `modelsDirectory` at init (and at `reload()`).
     public var models: ThingModels { reloadable.withLock { $0.models } }
     /// What `reload()` replaces: read at init, swapped whole on a reload.
@@ -48,7 +48,7 @@ public final class Agent: Sendable {
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
-    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled,
+    public init(configuration: AgentConfiguration, role: Role = .service, logger: AgentLogger = .disabled,
                 lockCache: Bool = false) throws {
         self.configuration = configuration
         self.role = role

@@ -146,12 +146,12 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("serveAPI", "THING_AGENT_SERVE_API", { c, v in setBool(&c.serveAPI, v) }),
         ("detailConfig", "THING_AGENT_DETAIL_CONFIG", { c, v in setOptional(&c.detailConfig, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
-            guard let s = v.stringValue, Logger.Level(name: s) != nil else { return false }
+            guard let s = v.stringValue, AgentLogger.Level(name: s) != nil else { return false }
             c.logLevel = s
             return true
         }),
         ("logFormat", "THING_AGENT_LOG_FORMAT", { c, v in
-            guard let s = v.stringValue, LogSink.Format(rawValue: s) != nil else { return false }
+            guard let s = v.stringValue, LogFormat(rawValue: s) != nil else { return false }
             c.logFormat = s
             return true
         }),

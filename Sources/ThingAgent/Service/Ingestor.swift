@@ -8,7 +8,7 @@ final class Ingestor: Sendable {
     let writer: CacheWriter
     let tracker: RequestTracker
     let counters = IngestCounters()
-    let logger: Logger
+    let logger: AgentLogger
     private let limiter = LogRateLimiter()
     private let decoder = PayloadDecoder()
     private let offline: OfflineWatch?
@@ -18,7 +18,7 @@ final class Ingestor: Sendable {
     private let elsewhere: (@Sendable (MQTTMessage) -> Bool)?
 
     init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
-         transfers: TransferWatch?, logger: Logger, elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
+         transfers: TransferWatch?, logger: AgentLogger, elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
         self.elsewhere = elsewhere
         self.topics = topics
         self.writer = writer

@@ -9,7 +9,7 @@ final class TransferWatch: Sendable {
     let stallTimeout: Duration
     private let writer: CacheWriter
     private let topics: Topics
-    private let logger: Logger
+    private let logger: AgentLogger
     private struct State {
         var watchesAll: Bool
         var followed: Set<String> = []
@@ -18,7 +18,7 @@ final class TransferWatch: Sendable {
     }
     private let state: Mutex<State>
 
-    init(stallTimeout: Duration, writer: CacheWriter, topics: Topics, watchesAll: Bool, logger: Logger) {
+    init(stallTimeout: Duration, writer: CacheWriter, topics: Topics, watchesAll: Bool, logger: AgentLogger) {
         self.stallTimeout = stallTimeout
         self.writer = writer
         self.topics = topics

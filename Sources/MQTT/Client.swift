@@ -9,7 +9,9 @@ public final class MQTTClient: Sendable {
     private let core: ClientCore
 
     /// `onMessage` runs synchronously on the network thread for every incoming message, BEFORE libmosquitto sends the
-    /// PUBACK/PUBREC (libmosquitto acknowledges after on_message returns). Keep it short. Messages are also yielded,
+    /// PUBACK/PUBREC (libmosquitto queues it just before calling on_message and, in the thread-safe mode this client
+    /// sets, writes it only once on_message returned; `dropConnectionUncleanly()` from here keeps it from going out).
+    /// Keep it short. Messages are also yielded,
     /// in order, to `messages` when `streamMessages` is true.
     ///
     /// `onStateChange` is called on the thread that changed the state, with the error that caused it if any
@@ -235,7 +237,10 @@ public final class MQTTClient: Sendable {
     }
 
     /// Cuts the TCP connection without DISCONNECT, as a crash or a network failure would: the broker publishes the
-    /// will and the client reconnects. For tests inside this package.
+    /// will and the client reconnects. Nothing more goes out on that connection, so called from `onMessage` it also
+    /// refuses the message being handled: its PUBACK, queued but not yet written, never reaches the broker, which
+    /// sends the message again after the reconnect (persistent session). Used by tests and by a receive path that
+    /// cannot keep a message (ThingAgent's, on a full disk).
     package func dropConnectionUncleanly() {
         core.withState { state in
             guard let handle = state.handle else { return }

@@ -156,6 +156,15 @@ public final class Database {
 
     public var isOpen: Bool { connection.handle != nil }
 
+    /// Makes the close of this connection leave the WAL alone: no checkpoint, and so `-wal` and `-shm` are not
+    /// removed by name (SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE). For a connection to a file that was deleted or replaced
+    /// under it, whose path may lead to another database's WAL by the time it closes.
+    public func leaveWALOnClose() throws(SQLiteError) {
+        let db = try connection.open(for: nil)
+        let rc = thing_sqlite_no_checkpoint_on_close(db)
+        if rc != SQLITE_OK { throw SQLiteError(rc: rc, db: db, path: path) }
+    }
+
     /// True between BEGIN and COMMIT/ROLLBACK.
     public var isInTransaction: Bool {
         guard let db = connection.handle else { return false }
@@ -264,6 +273,10 @@ public final class Database {
         do {
             value = try body()
             try run("COMMIT")
+        } catch let error as SQLiteError where error.path == nil {
+            rollbackIfActive()
+            // "database or disk is full — in: COMMIT" alone does not say which file is full.
+            throw error.with(path: path)
         } catch {
             rollbackIfActive()
             throw error

@@ -11,10 +11,11 @@ final class AgentHarness: Sendable {
     let clientID: String
     private let daemonBox = DaemonBox()
 
-    init(broker: MosquittoBroker) throws {
+    /// `database`: where the cache goes (the daemon's log stays in `directory`); in `directory` when nil.
+    init(broker: MosquittoBroker, database: String? = nil) throws {
         self.broker = broker
         directory = try makeTemporaryDirectory("thing-agent-e2e")
-        database = directory + "/cache.sqlite"
+        self.database = database ?? directory + "/cache.sqlite"
         clientID = "agent-\(UInt32.random(in: 0...UInt32.max))"
     }
 

@@ -36,8 +36,16 @@ public func runCommand(_ executable: String, _ arguments: [String], environment:
     let outPath = directory + "/stdout", errPath = directory + "/stderr"
     _ = FileManager.default.createFile(atPath: outPath, contents: nil)
     _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-    process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+    let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+    let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+    // Closed here: Foundation's Process keeps them open long after the child ended, and a suite that runs many
+    // commands in parallel would pass 1024 descriptors, past which libmosquitto's select() refuses sockets.
+    defer {
+        try? outHandle.close()
+        try? errHandle.close()
+    }
+    process.standardOutput = outHandle
+    process.standardError = errHandle
     process.standardInput = FileHandle.nullDevice
     try process.run()
     let deadline = ContinuousClock.now + timeout

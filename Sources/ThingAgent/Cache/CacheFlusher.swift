@@ -14,6 +14,8 @@ final class CacheFlusher: Sendable {
     let journalLimit: Int64
     let reportInterval: Duration
     let report: (@Sendable () -> [String: Int64])?
+    /// The daemon's look at its files (`CacheFileCheck`), run every `reportInterval`.
+    let check: (@Sendable () -> Void)?
     let logger: AgentLogger
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
@@ -39,7 +41,9 @@ final class CacheFlusher: Sendable {
     }
 
     init(writer: CacheWriter, interval: Duration = .milliseconds(50), journalLimit: Int64 = 64 << 20,
-         reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil, logger: AgentLogger) {
+         reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil,
+         check: (@Sendable () -> Void)? = nil, logger: AgentLogger) {
+        self.check = check
         self.writer = writer
         self.interval = interval
         self.journalLimit = journalLimit
@@ -52,10 +56,11 @@ final class CacheFlusher: Sendable {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         beat()
         let thread = Thread { [self] in
+            var checked = ContinuousClock.now
             while !stopping.load(ordering: .relaxed) {
                 beat()
                 let woken: Bool
-                if report == nil {
+                if report == nil && check == nil {
                     writer.dirtySignal.wait()
                     woken = true
                 } else {
@@ -67,6 +72,11 @@ final class CacheFlusher: Sendable {
                     flushOnce()
                 } else {
                     reportOnce()
+                }
+                // Also under a steady load, when the wait above never times out.
+                if let check, ContinuousClock.now - checked >= reportInterval {
+                    check()
+                    checked = ContinuousClock.now
                 }
             }
             done.signal()
@@ -104,9 +114,16 @@ final class CacheFlusher: Sendable {
             try writer.flush(meta: rows ?? [:])
             if let rows { reported.withLock { $0 = rows } }
             try writer.compactJournal(threshold: journalLimit ?? self.journalLimit)
+            if let path = writer.databasePath { writer.storage.recovered(path, .write) }
         } catch {
-            logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
-                         metadata: ["error": "\(error)"])
+            // Logged once by the storage status (not at every retry), and again when it works.
+            if let path = writer.databasePath {
+                writer.storage.fail(path, .write, "could not write the cache to SQLite; will retry (the journal "
+                                    + "keeps the data): \(error)", holdsIntake: false)
+            } else {
+                logger.error("could not write the cache to SQLite; will retry (the journal keeps the data)",
+                             metadata: ["error": "\(error)"])
+            }
             // Retry after a pause rather than spinning.
             if writer.hasDirty {
                 pause(.seconds(1))
@@ -122,7 +139,12 @@ final class CacheFlusher: Sendable {
             try writer.writeMeta(rows)
             reported.withLock { $0 = rows }
         } catch {
-            logger.error("could not write the counters to SQLite; will retry", metadata: ["error": "\(error)"])
+            if let path = writer.databasePath {
+                writer.storage.fail(path, .write, "could not write the counters to SQLite; will retry: \(error)",
+                                    holdsIntake: false)
+            } else {
+                logger.error("could not write the counters to SQLite; will retry", metadata: ["error": "\(error)"])
+            }
         }
     }
 }

@@ -16,6 +16,8 @@ final class CacheStore {
     init(path: String, readOnly: Bool = false) throws {
         var options = Database.Options()
         options.readOnly = readOnly
+        // SQLite would create the file 0644 under the usual umask; its -wal and -shm take the main file's mode.
+        if !readOnly { PrivateFiles.createIfMissing(path) }
         database = try Database(path: path, options: options)
         if !readOnly {
             _ = try Migrator(CacheSchema.migrations).migrate(database)

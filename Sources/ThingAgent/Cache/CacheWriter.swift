@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Synchronization
 
 /// The one way the cache changes. On the receive path: journal the raw message (durable against a killed process),
@@ -57,9 +58,15 @@ final class CacheWriter: Sendable {
     private let flushing = Mutex(())
     /// Wakes the flusher when the dirty set stops being empty.
     let dirtySignal = DispatchSemaphore(value: 0)
+    /// What fails in the files written here, and whether new messages must be left with the broker meanwhile.
+    let storage: StorageMonitor
+    /// The SQLite file, to name it when it fails.
+    let databasePath: String?
 
     init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
-         sharesFile: Bool = false) {
+         sharesFile: Bool = false, storage: StorageMonitor = StorageMonitor()) {
+        self.storage = storage
+        databasePath = store?.database.path
         self.store = Mutex(store)
         self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
@@ -93,9 +100,7 @@ final class CacheWriter: Sendable {
         let wantsEvents = hub.hasListeners
         let (outcome, events, wake) = try ingest.withLock { state throws -> (Outcome?, [DeviceEvent], Bool) in
             guard let (message, raw) = prepared ?? prepare?(cache.device(deviceId)) else { return (nil, [], false) }
-            if let raw, let journal = state.journal {
-                try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
-            }
+            try append(raw, now: now, to: state.journal)
 
             let applied = try cache.mutate(deviceId, create: { DeviceSnapshot(id: deviceId, seenAt: now) }) {
                 device, isNew -> (AppliedChanges, Bool, [DeviceEvent]) in
@@ -130,9 +135,7 @@ final class CacheWriter: Sendable {
     @discardableResult
     func remove(_ deviceId: String, now: Millis, raw: (topic: String, payload: [UInt8])? = nil) throws -> Bool {
         let (removed, wake) = try ingest.withLock { state throws -> (Bool, Bool) in
-            if let raw, let journal = state.journal {
-                try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
-            }
+            try append(raw, now: now, to: state.journal)
             guard cache.remove(deviceId) else { return (false, false) }
             let wasClean = state.dirty.isEmpty
             state.dirty[deviceId] = Dirty(removed: true)
@@ -140,6 +143,18 @@ final class CacheWriter: Sendable {
         }
         if wake { dirtySignal.signal() }
         return removed
+    }
+
+    /// Journals a message (when it is to be journaled). A failure is reported as a storage problem that holds
+    /// intake: the message was not kept, so the receive path must leave it with the broker.
+    private func append(_ raw: (topic: String, payload: [UInt8])?, now: Millis, to journal: Journal?) throws {
+        guard let raw, let journal else { return }
+        do {
+            try journal.append(topic: raw.topic, payload: raw.payload, arrival: now)
+        } catch {
+            storage.fail(journal.path, .journalAppend, "\(error)", holdsIntake: true)
+            throw error
+        }
     }
 
     /// Moves the faulty gateway's sub-devices to `gateway` in memory and marks them dirty (see
@@ -195,16 +210,79 @@ final class CacheWriter: Sendable {
     private func compactJournalNow(threshold: Int64) throws {
         try ingest.withLock { state in
             guard let journal = state.journal, journal.end > threshold else { return }
-            if !state.dirty.isEmpty {
-                try write(cache.devices(state.dirty.keys), state.dirty, position: (journal.generation, journal.end))
-                state.dirty = [:]
+            try startNextGeneration(&state, in: journal)
+        }
+    }
+
+    /// Writes what is dirty with the position of the current journal, then empties `next` (the current journal, or
+    /// a new file that takes its place) into the following generation. Under the ingest lock.
+    private func startNextGeneration(_ state: inout IngestState, in next: Journal) throws {
+        guard let journal = state.journal else { return }
+        if !state.dirty.isEmpty {
+            try write(cache.devices(state.dirty.keys), state.dirty, position: (journal.generation, journal.end))
+            state.dirty = [:]
+        }
+        try store.withLock { store in
+            let generation = max(journal.generation, next.generation) + 1
+            // SQLite learns of the new generation first: a crash before the reset leaves an older file,
+            // which start-up then knows it has already applied.
+            try store?.setJournalPosition(generation: generation, applied: Int64(Journal.headerSize))
+            try next.reset(generation: generation)
+        }
+        state.journal = next
+    }
+
+    /// The file check's part for the journal. A journal truncated by someone else is made whole again, one deleted
+    /// or replaced is created anew (a file found in its place is kept beside it); either way what memory holds is
+    /// written to SQLite first, then the journal starts a new generation. A journal that found no room to grow
+    /// gets it here, once the disk has room again, or is emptied into SQLite when SQLite can take it. Each case
+    /// holds intake until it is repaired.
+    func checkJournal() {
+        try? flushing.withLock { _ throws in
+            try ingest.withLock { state throws in
+                guard let journal = state.journal else { return }
+                if let problem = journal.problem() {
+                    storage.fail(journal.path, .check, "the journal \(journal.path): \(problem)", holdsIntake: true)
+                    do {
+                        if case .truncated = problem {
+                            try startNextGeneration(&state, in: journal)
+                        } else {
+                            try startNextGeneration(&state, in: try Self.journalInPlaceOf(journal))
+                        }
+                    } catch {
+                        storage.fail(journal.path, .check, "the journal \(journal.path): \(problem); cannot repair it "
+                                     + "yet: \(error)", holdsIntake: true)
+                        return
+                    }
+                    storage.recovered(journal.path, .check)
+                    storage.recovered(journal.path, .journalAppend)
+                } else if storage.isFailing(journal.path, .journalAppend) {
+                    // Room to grow, or else room at the start: SQLite takes what the journal holds, when it can.
+                    if (try? journal.makeRoom()) != nil || (try? startNextGeneration(&state, in: journal)) != nil {
+                        storage.recovered(journal.path, .journalAppend)
+                    }
+                }
             }
-            try store.withLock { store in
-                let next = journal.generation + 1
-                // SQLite learns of the new generation first: a crash before the reset leaves an older file,
-                // which start-up then knows it has already applied.
-                try store?.setJournalPosition(generation: next, applied: Int64(Journal.headerSize))
-                try journal.reset(generation: next)
+        }
+    }
+
+    /// A new journal at the path of one that was deleted or replaced (the file found there is renamed aside).
+    private static func journalInPlaceOf(_ journal: Journal) throws -> Journal {
+        if access(journal.path, F_OK) == 0 {
+            let aside = "\(journal.path).replaced-\(Timestamp.now())"
+            guard rename(journal.path, aside) == 0 else {
+                throw JournalError(path: journal.path, operation: "move aside", code: errno)
+            }
+        }
+        return try Journal(path: journal.path, initialCapacity: journal.initialCapacity)
+    }
+
+    /// Swaps the SQLite side, between two flushes: `body` gets the open store and gives the one to use from now on.
+    func replaceStore(_ body: (CacheStore) throws -> CacheStore) throws {
+        try flushing.withLock { _ throws in
+            try store.withLock { store throws in
+                guard let current = store else { return }
+                store = try body(current)
             }
         }
     }

@@ -33,10 +33,19 @@ final class Journal {
     /// Where the next record goes (bytes from the start of the file).
     private(set) var end: Int64
 
-    init(path: String) throws(JournalError) {
+    /// The size the file is reserved at, and shrinks back to when emptied.
+    let initialCapacity: Int
+    /// Device and inode of the open file, to tell when the path no longer leads to it (deleted, replaced).
+    private let identity: (device: UInt64, inode: UInt64)
+
+    init(path: String, initialCapacity: Int = Journal.initialCapacity) throws(JournalError) {
         self.path = path
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        self.initialCapacity = initialCapacity
+        fd = PrivateFiles.open(path, flags: O_RDWR)
         guard fd >= 0 else { throw JournalError(path: path, operation: "open", code: errno) }
+        var info = stat()
+        _ = fstat(fd, &info)
+        identity = (UInt64(info.st_dev), UInt64(info.st_ino))
         let size = Int(lseek(fd, 0, SEEK_END))
         // A file that holds something else is refused, not taken over: it is left as it is for a person to look at.
         var header = [UInt8](repeating: 0, count: Self.headerSize)
@@ -46,11 +55,11 @@ final class Journal {
             throw JournalError(path: path, operation: "use", code: EINVAL,
                                detail: "it is not a thing-agent journal; move it away to start a new one")
         }
-        capacity = max(size, Self.initialCapacity)
+        capacity = max(size, initialCapacity)
         do throws(JournalError) {
-            if size < capacity, ftruncate(fd, off_t(capacity)) != 0 {
-                throw JournalError(path: path, operation: "size", code: errno)
-            }
+            // Reserved, not only sized: a page written through the mapping that the disk has no room for would
+            // end the process with SIGBUS. An existing file is reserved too (an older version sized it sparse).
+            try Self.reserve(fd, capacity, path: path, operation: "reserve space for")
             base = try Self.map(fd, capacity, path: path)
         } catch {
             close(fd)
@@ -72,6 +81,9 @@ final class Journal {
     /// Appends one record. The length is stored last, so a process killed mid-copy leaves a record that replay
     /// recognizes as torn.
     func append(topic: String, payload: [UInt8], arrival: Millis) throws(JournalError) {
+        // A page past the end of the file is SIGBUS when touched: a file truncated by someone else is refused
+        // until `reset` made it whole again (one fstat per record, a fraction of a microsecond).
+        try checkSize(operation: "append to")
         let length = Self.recordHeaderSize + topic.utf8.count + payload.count
         if Int(end) + length > capacity { try grow(toFit: Int(end) + length) }
         let record = base + Int(end)
@@ -98,26 +110,83 @@ final class Journal {
     }
 
     /// The records from `offset` on, stopping at the first torn, corrupt or older one.
+    /// None while the file is shorter than the mapping (truncated by someone else: reading it would be SIGBUS).
     func records(from offset: Int64) -> [(record: Record, end: Int64)] {
-        scan(from: max(offset, Int64(Self.headerSize)))
+        guard (try? checkSize(operation: "read")) != nil else { return [] }
+        return scan(from: max(offset, Int64(Self.headerSize)))
     }
 
-    /// Empties the journal and starts the next generation (every record is in SQLite by now).
+    /// Empties the journal and starts the next generation (every record is in SQLite by now). A file truncated
+    /// by another process is reserved to its whole size again first.
     func reset(generation next: UInt64) throws(JournalError) {
+        try Self.reserve(fd, capacity, path: path, operation: "reserve space for")
         generation = next
         writeHeader()
         end = Int64(Self.headerSize)
         if capacity > Self.initialCapacity {
             // Map the smaller file before letting go of the old mapping: a failure keeps a usable journal.
-            guard ftruncate(fd, off_t(Self.initialCapacity)) == 0 else { return }
-            guard let smaller = try? Self.map(fd, Self.initialCapacity, path: path) else {
+            guard ftruncate(fd, off_t(initialCapacity)) == 0 else { return }
+            guard let smaller = try? Self.map(fd, initialCapacity, path: path) else {
                 _ = ftruncate(fd, off_t(capacity))  // the old mapping must stay backed by the file
                 return
             }
             munmap(base, capacity)
             base = smaller
-            capacity = Self.initialCapacity
+            capacity = initialCapacity
         }
+    }
+
+    /// The most one record takes: a payload of 256 KiB (the receive path's limit) and the longest topic.
+    static let maxRecordSize = recordHeaderSize + Int(UInt16.max) + (256 << 10)
+
+    /// Grows the file now when the largest record would not fit (the file check, after an append found no room).
+    func makeRoom() throws(JournalError) {
+        try checkSize(operation: "grow")
+        if Int(end) + Self.maxRecordSize > capacity { try grow(toFit: Int(end) + Self.maxRecordSize) }
+    }
+
+    /// What is wrong with the file under a journal that works in memory.
+    enum Problem: CustomStringConvertible {
+        /// Someone made it shorter than the mapping (touching the pages past its end would be SIGBUS).
+        case truncated(size: Int, expected: Int)
+        /// The path leads to no file, or to another one.
+        case deleted(code: Int32)
+        case replaced
+
+        var description: String {
+            switch self {
+            case .truncated(let size, let expected):
+                "the file was truncated by another process (\(size) bytes, \(expected) expected)"
+            case .deleted(let code): "the file was deleted (\(String(cString: strerror(code))))"
+            case .replaced: "the file was replaced by another one"
+            }
+        }
+    }
+
+    /// Why the file no longer is the journal this object writes; nil when all is well.
+    func problem() -> Problem? {
+        var open = stat(), named = stat()
+        if fstat(fd, &open) == 0, Int(open.st_size) < capacity {
+            return .truncated(size: Int(open.st_size), expected: capacity)
+        }
+        guard stat(path, &named) == 0 else { return .deleted(code: errno) }
+        if UInt64(named.st_dev) != identity.device || UInt64(named.st_ino) != identity.inode { return .replaced }
+        return nil
+    }
+
+    private func checkSize(operation: String) throws(JournalError) {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw JournalError(path: path, operation: operation, code: errno) }
+        if Int(info.st_size) < capacity {
+            throw JournalError(path: path, operation: operation, code: EIO,
+                               detail: "\(Problem.truncated(size: Int(info.st_size), expected: capacity))")
+        }
+    }
+
+    /// Allocates the file's blocks up to `size` (growing it when shorter): a full disk fails here, with ENOSPC.
+    private static func reserve(_ fd: Int32, _ size: Int, path: String, operation: String) throws(JournalError) {
+        let rc = posix_fallocate(fd, 0, off_t(size))
+        if rc != 0 { throw JournalError(path: path, operation: operation, code: rc) }
     }
 
     private func scan(from start: Int64) -> [(record: Record, end: Int64)] {
@@ -153,7 +222,7 @@ final class Journal {
     private func grow(toFit needed: Int) throws(JournalError) {
         var next = capacity
         while next < needed { next *= 2 }
-        guard ftruncate(fd, off_t(next)) == 0 else { throw JournalError(path: path, operation: "grow", code: errno) }
+        try Self.reserve(fd, next, path: path, operation: "grow")
         let grown = try Self.map(fd, next, path: path)
         munmap(base, capacity)
         base = grown

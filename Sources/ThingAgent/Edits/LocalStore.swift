@@ -101,6 +101,20 @@ public final class LocalStore: Sendable {
         self.path = path
     }
 
+    /// Closes the connection, runs `body`, and opens the file again, also when `body` throws (the daemon puts a
+    /// cache file back under the path while no connection to the old one is open).
+    func reopen(around body: () throws -> Void) throws {
+        try database.withLock { database throws in
+            var options = database.options
+            options.create = false  // a path left empty by a failure stays empty: the next check sees it as lost
+            database.close()
+            defer {
+                if let reopened = try? Database(path: path, options: options) { database = reopened }
+            }
+            try body()
+        }
+    }
+
     private func withDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
         try database.withLock { database throws -> T in try body(database) }
     }

@@ -76,8 +76,17 @@ public final class Agent: Sendable {
         } else {
             local = try LocalStore(path: configuration.database)
         }
-        let journal = role == .service ? try Journal(path: configuration.database + ".journal") : nil
-        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester)
+        let journal = role == .service
+            ? try Journal(path: configuration.database + ".journal", initialCapacity: try Self.journalSize()) : nil
+        let storage = role == .service
+            ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
+            : StorageMonitor()
+        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester,
+                             storage: storage)
+        if role == .service, PrivateFiles.isReadableByOthers(configuration.database) {
+            logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
+                           + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.database])
+        }
         tracker = RequestTracker(limit: configuration.maxInFlight)
         let local = local
         let integration = IntegrationCounters()
@@ -105,8 +114,13 @@ public final class Agent: Sendable {
             rows[IngestStatistics.sinceKey] = since
             return rows
         }
+        var check: (@Sendable () -> Void)?
+        if role == .service {
+            let fileCheck = CacheFileCheck(path: configuration.database, writer: writer, local: local)
+            check = { fileCheck.run() }
+        }
         flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
-                               logger: logger)
+                               check: check, logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
         let replayed = try writer.replayJournal { ingestor.replay($0) }
         ingestor.counters.reset()
@@ -131,6 +145,25 @@ public final class Agent: Sendable {
                     break
                 }
             })
+        // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
+        ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
+    }
+
+    /// Whether the daemon can keep what it receives: which of its files fail, and whether new messages are left
+    /// with the broker meanwhile (README, "What survives what"). Always healthy for the CLI's roles.
+    public var storage: StorageStatus { writer.storage.status }
+
+    /// The journal's reserved size: `THING_AGENT_JOURNAL_SIZE` bytes (at least 64 KiB), else 16 MiB. It grows as
+    /// needed and shrinks back to this size when emptied.
+    static func journalSize() throws -> Int {
+        guard let text = ProcessInfo.processInfo.environment["THING_AGENT_JOURNAL_SIZE"] else {
+            return Journal.initialCapacity
+        }
+        guard let size = Int(text), size >= 64 << 10, size <= 1 << 40 else {
+            throw AgentConfiguration.Error(message: "THING_AGENT_JOURNAL_SIZE: invalid value '\(text)' "
+                                           + "(bytes, at least 65536)")
+        }
+        return size
     }
 
     /// Counters of the receive path.
@@ -248,6 +281,7 @@ public final class Agent: Sendable {
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
     public func stop() async {
+        ingestor.stopWaiting()
         if role == .service, client.state == .connected {
             // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a
             // backlog of messages to the agent (seen taking 2 s), and the announcement goes out before the
@@ -267,7 +301,8 @@ public final class Agent: Sendable {
             do {
                 try writer.checkpoint()
             } catch {
-                logger.warning("could not checkpoint the cache file", metadata: ["error": "\(error)"])
+                logger.warning("could not checkpoint the cache file", metadata: [
+                    "file": configuration.database, "error": "\(error)"])
             }
         }
         apiQueue?.finish()

@@ -12,7 +12,8 @@ public enum DropReason: String, Sendable, CaseIterable {
     case malformed
     /// An answer with no request waiting for it (unknown `msgId`, or late after a timeout).
     case unmatchedResponse
-    /// Could not be written to the cache (disk full, read-only file).
+    /// Could not be applied to the cache. A message the journal cannot take (a full disk) is not dropped: it is
+    /// left with the broker, and counted when it is taken later.
     case storeFailed
 }
 
@@ -40,6 +41,8 @@ final class IngestCounters: Sendable {
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countApplied() { applied.add(1, ordering: .relaxed) }
     func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
+    /// Takes back `countReceived` for a message the receive path could not keep and left with the broker.
+    func countNotTaken() { received.subtract(1, ordering: .relaxed) }
     /// Drops are rare; a lock is fine there.
     func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
 

@@ -1,8 +1,11 @@
+import Foundation
 import JSON
 import MQTT
+import Synchronization
 
 /// The receive path. Runs on the MQTT network thread for every message, before the broker gets its PUBACK,
-/// so that a QoS 1 report is on disk before the broker forgets it. Keep it short: no waiting, no per-message tasks.
+/// so that a QoS 1 report is on disk before the broker forgets it. Keep it short: no waiting, no per-message tasks;
+/// the one wait is deliberate, when the storage cannot keep a message (`waitWhileStorageHolds`).
 final class Ingestor: Sendable {
     let topics: Topics
     let writer: CacheWriter
@@ -16,6 +19,10 @@ final class Ingestor: Sendable {
     /// Takes messages on topics outside the device tree (the agent's API requests); true when taken.
     /// Consulted only after a topic failed to parse as a device topic, so device messages never pay for it.
     private let elsewhere: (@Sendable (MQTTMessage) -> Bool)?
+    /// Cuts the broker connection before the PUBACK of a message that could not be kept goes out.
+    private let refuse = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Set when the agent stops: a message waiting for the storage is then left with the broker.
+    private let stopping = Atomic<Bool>(false)
 
     init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
          transfers: TransferWatch?, logger: AgentLogger, elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
@@ -29,9 +36,39 @@ final class Ingestor: Sendable {
     }
 
     func handle(_ message: MQTTMessage) {
-        counters.countReceived()
-        process(topic: message.topic, payload: message.payload, arrival: Timestamp.now(), journal: true,
-                message: message)
+        while true {
+            if !writer.storage.holdsIntake {
+                counters.countReceived()
+                if process(topic: message.topic, payload: message.payload, arrival: Timestamp.now(), journal: true,
+                           message: message) { return }
+                counters.countNotTaken()
+            }
+            guard waitWhileStorageHolds() else { return }
+        }
+    }
+
+    /// How to refuse a message: cut the connection so that nothing more, its PUBACK included, reaches the broker.
+    func onRefuse(_ body: @escaping @Sendable () -> Void) {
+        refuse.withLock { $0 = body }
+    }
+
+    /// The agent stops: a message waiting for the storage is left with the broker.
+    func stopWaiting() {
+        stopping.store(true, ordering: .relaxed)
+    }
+
+    /// The message at hand cannot be kept (the journal cannot take it, or a file check holds intake): the
+    /// connection is cut before its PUBACK goes out, so the broker keeps it and everything after it. Then this waits,
+    /// on the network thread, so that nothing else is taken meanwhile, until the storage works again (true: take
+    /// the message now; the broker sends it again after the reconnect, a repeat that changes nothing) or the agent
+    /// stops (false).
+    private func waitWhileStorageHolds() -> Bool {
+        refuse.withLock { $0 }?()
+        while !stopping.load(ordering: .relaxed) {
+            usleep(100_000)
+            if !writer.storage.holdsIntake { return true }
+        }
+        return false
     }
 
     /// Re-applies a journaled message at start-up (not journaled again, not counted as received).
@@ -39,8 +76,10 @@ final class Ingestor: Sendable {
         process(topic: record.topic, payload: record.payload, arrival: record.arrival, journal: false)
     }
 
+    /// False when the message could not be kept (the journal failed): nothing was applied or counted.
+    @discardableResult
     private func process(topic: String, payload: [UInt8], arrival now: Millis, journal: Bool,
-                         message original: MQTTMessage? = nil) {
+                         message original: MQTTMessage? = nil) -> Bool {
         let message = (topic: topic, payload: payload)
         let device: String
         let kind: InboundKind
@@ -49,20 +88,20 @@ final class Ingestor: Sendable {
         } catch {
             if error == .notAThingTopic, let original, let elsewhere, elsewhere(original) {
                 counters.countUnchanged()
-                return
+                return true
             }
             drop(error == .invalidDeviceID ? .invalidDeviceID : .unknownTopic, message.topic,
                  error == .invalidDeviceID ? "invalid device id" : "not a thing topic", now: now)
-            return
+            return true
         }
         // An empty payload clears a retained message (a removed device's status and info): nothing to apply.
         if message.payload.isEmpty {
             counters.countUnchanged()
-            return
+            return true
         }
         guard message.payload.count <= PayloadDecoder.maxPayloadBytes else {
             drop(.oversized, message.topic, "payload of \(message.payload.count) bytes is over 256 KiB", now: now)
-            return
+            return true
         }
         let decoded: InboundMessage
         do {
@@ -71,28 +110,27 @@ final class Ingestor: Sendable {
             }
         } catch {
             drop(.malformed, message.topic, (error as? PayloadError)?.reason ?? "\(error)", now: now)
-            return
+            return true
         }
         let raw = journal ? message : nil
         if case .response(let response) = decoded, case .response(let request) = kind {
-            handleResponse(response, to: request, from: device, topic: message.topic, now: now, raw: raw)
-            return
+            return handleResponse(response, to: request, from: device, topic: message.topic, now: now, raw: raw)
         }
-        apply(decoded, to: device, topic: message.topic, now: now, raw: raw)
+        return apply(decoded, to: device, topic: message.topic, now: now, raw: raw)
     }
 
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,
-                                topic: String, now: Millis, raw: (topic: String, payload: [UInt8])?) {
+                                topic: String, now: Millis, raw: (topic: String, payload: [UInt8])?) -> Bool {
         // A successful info/get answer is an info report, whoever asked for it, and counts as one (applied or
         // unchanged). Any other answer counts as unchanged when a request waited for it, as dropped when none did:
         // every message ends in exactly one outcome.
         let info = request == .getInfo && response.code == 0 ? response.data?.objectValue : nil
-        if let info {
-            apply(.info(info, time: response.time), to: device, topic: topic, now: now, raw: raw)
+        if let info, !apply(.info(info, time: response.time), to: device, topic: topic, now: now, raw: raw) {
+            return false
         }
         guard raw != nil else {  // a replayed answer has no request waiting any more
             if info == nil { counters.countUnchanged() }
-            return
+            return true
         }
         switch tracker.resolve(deviceId: device, kind: request, response) {
         case .delivered:
@@ -110,10 +148,13 @@ final class Ingestor: Sendable {
                     "topic": topic, "msgId": response.msgId])
             }
         }
+        return true
     }
 
+    /// False when the journal could not take the message (nothing applied, nothing counted).
+    @discardableResult
     private func apply(_ message: InboundMessage, to device: String, topic: String, now: Millis,
-                       raw: (topic: String, payload: [UInt8])?) {
+                       raw: (topic: String, payload: [UInt8])?) -> Bool {
         if case .unbind = message {
             do {
                 if try writer.remove(device, now: now, raw: raw) {
@@ -123,11 +164,13 @@ final class Ingestor: Sendable {
                 } else {
                     counters.countUnchanged()
                 }
+            } catch is JournalError {
+                return false
             } catch {
                 counters.countDrop(.storeFailed)
                 logger.error("could not remove a device", metadata: ["device": device, "error": "\(error)"])
             }
-            return
+            return true
         }
         do {
             switch try writer.apply(message, to: device, now: now, raw: raw) {
@@ -140,11 +183,14 @@ final class Ingestor: Sendable {
             }
         } catch let error as PayloadError {
             drop(.malformed, topic, error.reason, now: now)
+        } catch is JournalError {
+            return false
         } catch {
             counters.countDrop(.storeFailed)
             logger.error("could not write to the cache; the message is lost", metadata: [
                 "topic": topic, "error": "\(error)"])
         }
+        return true
     }
 
     private func drop(_ reason: DropReason, _ topic: String, _ why: String, now: Millis) {

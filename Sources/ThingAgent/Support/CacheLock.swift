@@ -37,9 +37,8 @@ public final class CacheLock: Sendable {
     public init(cache: String, owner: String? = nil) throws {
         path = Self.path(forCache: cache)
         // 0600 whatever the umask: the file is beside the cache, whose neighbours are private too.
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = PrivateFiles.open(path, flags: O_RDWR)
         guard fd >= 0 else { throw Failed(lockFile: path, reason: String(cString: strerror(errno))) }
-        fchmod(fd, 0o600)
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
             let holder = Self.holder(of: fd)
@@ -48,13 +47,13 @@ public final class CacheLock: Sendable {
             if code == EWOULDBLOCK { throw Held(cache: cache, lockFile: path, holder: holder, owner: owner) }
             throw Failed(lockFile: path, reason: String(cString: strerror(code)))
         }
-        descriptor = fd
         let text = Array((owner ?? "").utf8)
         guard ftruncate(fd, 0) == 0, text.isEmpty || pwrite(fd, text, text.count, 0) == text.count else {
             let reason = String(cString: strerror(errno))
             close(fd)
             throw Failed(lockFile: path, reason: reason)
         }
+        descriptor = fd
     }
 
     /// What the holder wrote into the file (its client id); nil when empty or unreadable.

@@ -26,7 +26,10 @@ struct DaemonAPI {
             client = try MQTTClient(configuration: configuration.mqtt(clientID: clientID))
             try await client.connect()
         } catch {
-            throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")
+            throw CommandFailure(code: .noBroker, message: """
+                the daemon \(daemon) holds the cache \(configuration.database), so the change goes through it, \
+                but the broker \(configuration.broker) cannot be used: \(error)
+                """)
         }
         let answers = client.messages
         let id = "cli-\(UInt32.random(in: 0...UInt32.max))"

@@ -72,15 +72,15 @@ enum NetworkCommand: Command {
     static let spec = CommandSpec(
         name: "network",
         summary: "backup Wi-Fi networks of a device: list, add, remove",
-        usage: "thing-agent network list DEVICE [--json] | add DEVICE SSID [--password P] [--priority N] | remove DEVICE SSID [options]",
-        options: [
-            OptionSpec(name: "password", valueName: "P", help: "WPA password (8 to 63 characters)"),
+        usage: "thing-agent network list DEVICE [--json] | add DEVICE SSID [--wifi-password-file PATH|- | --wifi-password P] [--priority N] | remove DEVICE SSID [options]",
+        options: WifiPassword.options + [
             OptionSpec(name: "priority", valueName: "N", help: "higher is tried first (default 0)"),
             OptionSpec(name: "json", valueName: nil, help: "print JSON (passwords are never printed)"),
             daemonTimeoutOption,
         ] + CommonOptions.options,
         discussion: """
-            Kept in the cache file (backup_networks); the device must be in the cache. While the daemon runs,
+            Kept in the cache file (backup_networks); the device must be in the cache. The file is created 0600
+            (only its owner reads it), since it holds these passwords in plain text. While the daemon runs,
             changes go to it (its API's network method); without a daemon the command writes the file.
             """)
 
@@ -110,7 +110,8 @@ enum NetworkCommand: Command {
                 guard let value = Int(text) else { throw CommandFailure(code: .usage, message: "--priority takes an integer") }
                 priority = value
             }
-            let network = BackupNetwork(ssid: words[2], password: arguments.value("password"), priority: priority)
+            let password = try WifiPassword.read(arguments)
+            let network = BackupNetwork(ssid: words[2], password: password, priority: priority)
             _ = try await apply(.addNetwork(device: device, network), configuration)
             print("\(device): backup network \(words[2]) kept")
         case "remove":

@@ -15,6 +15,9 @@ enum StatsCommand: Command {
             writes, every second while only counters move, and at a graceful stop. They count from the
             daemon's last start; every message received ends as applied, unchanged or dropped, so
             received = applied + unchanged + dropped.
+            Then the storage status the daemon keeps in <database>.storage: ok, degraded (a file fails, messages
+            are still taken: the journal keeps them) or holding (new messages are left with the broker), with the
+            failing file and error.
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -28,6 +31,7 @@ enum StatsCommand: Command {
                 """)
         }
         let stats = stored.statistics
+        let storage = storage(of: configuration.database)
         if arguments.has("json") {
             var dropped = JSONObject()
             for reason in DropReason.allCases { dropped[reason.rawValue] = .integer(Int64(stats.dropped[reason] ?? 0)) }
@@ -35,6 +39,7 @@ enum StatsCommand: Command {
                 ("received", .integer(Int64(stats.received))), ("applied", .integer(Int64(stats.applied))),
                 ("unchanged", .integer(Int64(stats.unchanged))), ("dropped", .object(dropped)),
                 ("droppedTotal", .integer(Int64(stats.droppedTotal))), ("since", .integer(stored.since)),
+                ("storage", storage?.json ?? .null),
             ])))
             return .success
         }
@@ -52,6 +57,7 @@ enum StatsCommand: Command {
             print("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
                 + String(repeating: " ", count: numberWidth - number.count) + number)
         }
+        printStorage(storage)
         return .success
     }
 }

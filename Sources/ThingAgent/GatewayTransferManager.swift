@@ -74,7 +74,6 @@ public final class GatewayTransferManager: Sendable {
             let started = try agent.writer.recordTransferStart(
                 gateway: deviceId, target: faulty, targetName: target.info.name, sentAt: sentAt, now: Timestamp.now(),
                 topic: agent.topics.transferStatus(deviceId)) ?? .none(deviceId)
-            agent.transferWatch.transferChanged(started)
             return started
         } catch {
             // The gateway accepted; only the local record failed. Its reports will still be cached.

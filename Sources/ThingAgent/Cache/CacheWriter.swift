@@ -12,6 +12,8 @@ import Synchronization
 final class CacheWriter: Sendable {
     let cache: DeviceCache
     let hub: EventHub
+    /// Told of every change applied (the offline and transfer watches).
+    let watches = CacheWatches()
     /// Another process (the daemon) writes the same file, so each device is read from the file, inside the write
     /// transaction, before it is changed: this process never writes back an older copy it holds in memory. The
     /// other process may have applied a message already; listeners then hear what changed in this process's view
@@ -127,6 +129,7 @@ final class CacheWriter: Sendable {
         }
         if wake { dirtySignal.signal() }
         hub.publish(events)
+        if case .changed(let changes)? = outcome { watches.applied(changes, to: deviceId, now: now) }
         return outcome
     }
 
@@ -142,6 +145,7 @@ final class CacheWriter: Sendable {
             return (true, wasClean)
         }
         if wake { dirtySignal.signal() }
+        if removed { watches.removed(deviceId) }
         return removed
     }
 

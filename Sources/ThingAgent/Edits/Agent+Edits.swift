@@ -85,7 +85,6 @@ extension Agent {
             throw RequestError.notSent(reason: "\(error)")
         }
         try writer.remove(deviceId, now: Timestamp.now())
-        offlineWatch.forget(deviceId)
         // At once rather than at the flusher's next batch: the CLI exits right after.
         try writer.flush()
     }

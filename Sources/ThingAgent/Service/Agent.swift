@@ -101,10 +101,10 @@ public final class Agent: Sendable {
         self.apiQueue = apiQueue
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
         if let apiQueue { elsewhere = { message in apiQueue.accept(message) } }
-        let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
-                                offline: role == .service ? offlineWatch : nil,
-                                transfers: role == .observer ? nil : transferWatch, logger: logger,
-                                elsewhere: elsewhere)
+        // The writer tells the watches what it applied, whoever caused it.
+        if role == .service { writer.watches.add(offlineWatch) }
+        if role != .observer { writer.watches.add(transferWatch) }
+        let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger, elsewhere: elsewhere)
         self.ingestor = ingestor
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
         let since = Timestamp.now()

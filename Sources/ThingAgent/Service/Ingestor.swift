@@ -14,8 +14,6 @@ final class Ingestor: Sendable {
     let logger: AgentLogger
     private let limiter = LogRateLimiter()
     private let decoder = PayloadDecoder()
-    private let offline: OfflineWatch?
-    private let transfers: TransferWatch?
     /// Takes messages on topics outside the device tree (the agent's API requests); true when taken.
     /// Consulted only after a topic failed to parse as a device topic, so device messages never pay for it.
     private let elsewhere: (@Sendable (MQTTMessage) -> Bool)?
@@ -24,14 +22,12 @@ final class Ingestor: Sendable {
     /// Set when the agent stops: a message waiting for the storage is then left with the broker.
     private let stopping = Atomic<Bool>(false)
 
-    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
-         transfers: TransferWatch?, logger: AgentLogger, elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
+    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, logger: AgentLogger,
+         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
         self.elsewhere = elsewhere
         self.topics = topics
         self.writer = writer
         self.tracker = tracker
-        self.offline = offline
-        self.transfers = transfers
         self.logger = logger
     }
 
@@ -159,7 +155,6 @@ final class Ingestor: Sendable {
             do {
                 if try writer.remove(device, now: now, raw: raw) {
                     counters.countApplied()
-                    offline?.forget(device)
                     logger.info("device removed", metadata: ["device": device])
                 } else {
                     counters.countUnchanged()
@@ -174,10 +169,8 @@ final class Ingestor: Sendable {
         }
         do {
             switch try writer.apply(message, to: device, now: now, raw: raw) {
-            case .changed(let changes):
+            case .changed:
                 counters.countApplied()
-                if let online = changes.status { offline?.statusChanged(device, online: online, now: now) }
-                if let transfer = changes.transfer { transfers?.transferChanged(transfer) }
             case .unchanged:
                 counters.countUnchanged()
             }

@@ -53,6 +53,11 @@ final class TransferWatch: Sendable {
         }
     }
 
+    /// A removed gateway has no transfer left to judge.
+    func forgetGateway(_ gateway: String) {
+        state.withLock { _ = $0.running.removeValue(forKey: gateway) }
+    }
+
     /// Fails the transfers that stalled; returns the ones it ended.
     @discardableResult
     func failStalled(now: Millis) -> [TransferInfo] {

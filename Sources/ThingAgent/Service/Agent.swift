@@ -6,9 +6,13 @@ import Synchronization
 /// The service: keeps the device cache current from the broker, tells listeners what changed, and sends requests.
 ///
 /// `init` opens the cache and loads it, so `cache` answers before the broker is even reached. `run()` connects,
-/// subscribes and works until its task is cancelled, then stops gracefully.
+/// subscribes and works until its task is cancelled, then stops gracefully: it owns ingest, journal, flusher,
+/// timers and the API, as a swift-service-lifecycle `Service` owns its work.
+///
+/// Within the package the same type also serves the CLI's short-lived roles (`Role`), started and stopped by
+/// hand; a library user sees the service alone.
 public final class Agent: Sendable {
-    public enum Role: Sendable {
+    package enum Role: Sendable {
         /// The daemon: subscribes to every device topic, announces itself, keeps the cache.
         case service
         /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers and for the
@@ -19,7 +23,7 @@ public final class Agent: Sendable {
     }
 
     public let configuration: AgentConfiguration
-    public let role: Role
+    package let role: Role
     public let cache: DeviceCache
     public let events: EventHub
     public let logger: AgentLogger
@@ -53,8 +57,15 @@ public final class Agent: Sendable {
     /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
     /// `shouldStop` is asked while a big cache loads and the journal replays: true ends `init` with
     /// `StartUpInterrupted`, having written nothing (a SIGTERM during start-up).
-    public init(configuration: AgentConfiguration, role: Role = .service, logger: AgentLogger = .disabled,
-                lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+    public convenience init(configuration: AgentConfiguration, logger: AgentLogger = .disabled, lockCache: Bool = false,
+                            shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+        try self.init(configuration: configuration, role: .service, logger: logger, lockCache: lockCache,
+                      shouldStop: shouldStop)
+    }
+
+    /// The service, or one of the CLI's roles.
+    package init(configuration: AgentConfiguration, role: Role, logger: AgentLogger = .disabled,
+                 lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
@@ -180,7 +191,7 @@ public final class Agent: Sendable {
     public var connectionState: MQTTConnectionState { client.state }
 
     /// Connects and subscribes. Throws a clear error when the broker cannot be used.
-    public func start() async throws {
+    package func start() async throws {
         flusher.start()
         try await client.connect()
         let filters: [(String, QoS)] = switch role {
@@ -231,7 +242,7 @@ public final class Agent: Sendable {
     /// Runs the agent's timers until the calling task is cancelled: offline warnings (the daemon) and the end of
     /// stalled gateway transfers (the daemon for every gateway, a requester for the gateways it follows).
     /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
-    public func runTimers() async {
+    package func runTimers() async {
         await withDiscardingTaskGroup { group in
             if role == .service { group.addTask { await self.offlineWatch.run() } }
             if role != .observer { group.addTask { await self.transferWatch.run() } }
@@ -244,7 +255,7 @@ public final class Agent: Sendable {
     /// Makes a requester receive more of `deviceId`'s reports than the answers it waits for: it subscribes to the
     /// device's topics for `kinds` and keeps what they carry in its cache (`.transfer`: gateway-transfer progress,
     /// which a requester that started a transfer needs). The daemon and observers already receive everything.
-    public func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
+    package func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
         guard role == .requester else { return }
         guard DeviceID.isValid(deviceId) else {
             throw RequestError.unsupported(deviceId: deviceId, reason: "not a valid device id")
@@ -288,7 +299,7 @@ public final class Agent: Sendable {
     }
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
-    public func stop() async {
+    package func stop() async {
         ingestor.stopWaiting()
         if role == .service, client.state == .connected {
             // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a

@@ -15,8 +15,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var verifyHostname = true
     /// Stable by default, so that the broker keeps the agent's session across restarts.
     public var clientID = "thing-agent"
-    /// "5" or "3.1.1".
-    public var mqttVersion = "5"
+    /// "5" or "3.1.1" in the file.
+    public var mqttVersion: MQTTProtocolVersion = .v5
     /// Keep a persistent session: QoS 1 reports published while the agent is down reach it when it returns.
     public var persistentSession = true
     /// MQTT 5 session expiry in seconds (how long the broker keeps the session while the agent is away).
@@ -67,9 +67,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// The device-detail config (`thing-agent detail`, the API's `detail`), in the SDKs' deviceDetailConfig.json
     /// format; nil uses the built-in default layout.
     public var detailConfig: String?
-    public var logLevel = "info"
-    /// "text" or "json".
-    public var logFormat = "text"
+    public var logLevel: AgentLogger.Level = .info
+    public var logFormat: LogFormat = .text
 
     public init() {}
 
@@ -94,7 +93,7 @@ public struct AgentConfiguration: Sendable, Equatable {
             mqtt.tls = MQTTTLS(caFile: caFile, certFile: certFile, keyFile: keyFile, verifyHostname: verifyHostname)
         }
         mqtt.keepAlive = Int(keepAlive)
-        mqtt.protocolVersion = mqttVersion == "3.1.1" ? .v311 : .v5
+        mqtt.protocolVersion = mqttVersion
         mqtt.reconnectMinDelay = .seconds(reconnectMinDelay)
         mqtt.reconnectMaxDelay = .seconds(reconnectMaxDelay)
         return mqtt
@@ -118,8 +117,11 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("verifyHostname", "THING_AGENT_VERIFY_HOSTNAME", { c, v in setBool(&c.verifyHostname, v) }),
         ("clientId", "THING_AGENT_CLIENT_ID", { c, v in set(&c.clientID, v) }),
         ("mqttVersion", "THING_AGENT_MQTT_VERSION", { c, v in
-            guard let s = v.stringValue, s == "5" || s == "3.1.1" else { return false }
-            c.mqttVersion = s
+            switch v.stringValue {
+            case "5": c.mqttVersion = .v5
+            case "3.1.1": c.mqttVersion = .v311
+            default: return false
+            }
             return true
         }),
         ("persistentSession", "THING_AGENT_PERSISTENT_SESSION", { c, v in setBool(&c.persistentSession, v) }),
@@ -186,13 +188,13 @@ public struct AgentConfiguration: Sendable, Equatable {
         }),
         ("detailConfig", "THING_AGENT_DETAIL_CONFIG", { c, v in setOptional(&c.detailConfig, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
-            guard let s = v.stringValue, AgentLogger.Level(name: s) != nil else { return false }
-            c.logLevel = s
+            guard let level = v.stringValue.flatMap(AgentLogger.Level.init(name:)) else { return false }
+            c.logLevel = level
             return true
         }),
         ("logFormat", "THING_AGENT_LOG_FORMAT", { c, v in
-            guard let s = v.stringValue, LogFormat(rawValue: s) != nil else { return false }
-            c.logFormat = s
+            guard let format = v.stringValue.flatMap(LogFormat.init(rawValue:)) else { return false }
+            c.logFormat = format
             return true
         }),
     ]

@@ -109,10 +109,10 @@ public final class Agent: Sendable {
         let local = local
         let integration = IntegrationCounters()
         self.integration = integration
-        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events) { device in
+        offlineWatch = OfflineWatch(grace: configuration.offlineGracePeriod, hub: events) { device in
             local?.offlineWarningEnabled(device) ?? true
         }
-        transferWatch = TransferWatch(stallTimeout: .seconds(configuration.transferStallTimeout), writer: writer,
+        transferWatch = TransferWatch(stallTimeout: configuration.transferStallTimeout, writer: writer,
                                       topics: topics, watchesAll: role == .service, logger: logger)
         let apiQueue = role == .service && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
@@ -138,7 +138,7 @@ public final class Agent: Sendable {
             let fileCheck = CacheFileCheck(path: configuration.database, writer: writer, local: local)
             check = { fileCheck.run() }
         }
-        flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
+        flusher = CacheFlusher(writer: writer, interval: configuration.flushInterval, report: report,
                                check: check, logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
         let replayed = try writer.replayJournal(shouldStop: shouldStop) { ingestor.replay($0) }
@@ -281,15 +281,16 @@ public final class Agent: Sendable {
     }
 
     private func startWhenBrokerIsUp() async throws {
-        var delay = max(0.1, configuration.reconnectMinDelay)
+        let floor = Duration.milliseconds(100)
+        var delay = max(floor, configuration.reconnectMinDelay)
         while true {
             do {
                 return try await start()
             } catch let error as MQTTError where role == .service && Self.isTransient(error) {
-                logger.warning("broker not reachable; retrying in \(String(format: "%.1f", delay)) s",
+                logger.warning("broker not reachable; retrying in \(String(format: "%.1f", delay.seconds)) s",
                                metadata: ["broker": configuration.broker, "error": "\(error)"])
-                try await Task.sleep(for: .seconds(delay))
-                delay = min(max(configuration.reconnectMaxDelay, 0.1), delay * 2)
+                try await Task.sleep(for: delay)
+                delay = min(max(configuration.reconnectMaxDelay, floor), delay * 2)
             }
         }
     }
@@ -386,7 +387,7 @@ public final class Agent: Sendable {
                     "topic": topic, "msgId": msgId])
             }
         }
-        var result = await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))
+        var result = await tracker.wait(for: msgId, timeout: timeout ?? configuration.requestTimeout)
         if case .success(let answer) = result, answer.code != 0 {
             result = .failure(.refused(code: answer.code, message: answer.message))
         }

@@ -24,19 +24,19 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var keepAlive: Double = 30
     public var topicRoot = "things"
     public var database = "thing-agent.sqlite"
-    /// Seconds a batch of changes gathers in memory (and in the journal) before it is written to SQLite in one
+    /// How long a batch of changes gathers in memory (and in the journal) before it is written to SQLite in one
     /// transaction. Larger values mean fewer, bigger transactions; nothing acknowledged is lost either way.
-    public var flushInterval: Double = 0.05
+    public var flushInterval: Duration = .milliseconds(50)
     /// How long a request waits for its answer.
-    public var requestTimeout: Double = 10
+    public var requestTimeout: Duration = .seconds(10)
     /// At most this many requests wait for answers at once; one more fails at once with `.tooManyInFlight`.
     public var maxInFlight = 10_000
     /// A device offline for longer than this produces one offline warning.
-    public var offlineGracePeriod: Double = 30
-    public var reconnectMinDelay: Double = 0.1
-    public var reconnectMaxDelay: Double = 30
+    public var offlineGracePeriod: Duration = .seconds(30)
+    public var reconnectMinDelay: Duration = .milliseconds(100)
+    public var reconnectMaxDelay: Duration = .seconds(30)
     /// A gateway transfer with no status change for this long ends as failed with failedCode `timeout`.
-    public var transferStallTimeout: Double = 120
+    public var transferStallTimeout: Duration = .seconds(120)
     /// Thing models (`<productId>.json`) used to check property sets.
     public var modelsDirectory: String?
     /// The scenes file (`thing-agent scene`).
@@ -94,8 +94,8 @@ public struct AgentConfiguration: Sendable, Equatable {
         }
         mqtt.keepAlive = Int(keepAlive)
         mqtt.protocolVersion = mqttVersion
-        mqtt.reconnectMinDelay = .seconds(reconnectMinDelay)
-        mqtt.reconnectMaxDelay = .seconds(reconnectMaxDelay)
+        mqtt.reconnectMinDelay = reconnectMinDelay
+        mqtt.reconnectMaxDelay = reconnectMaxDelay
         return mqtt
     }
 
@@ -138,21 +138,21 @@ public struct AgentConfiguration: Sendable, Equatable {
             return true
         }),
         ("database", "THING_AGENT_DB", { c, v in set(&c.database, v) }),
-        ("flushInterval", "THING_AGENT_FLUSH_INTERVAL", { c, v in setNumber(&c.flushInterval, v) }),
-        ("requestTimeout", "THING_AGENT_REQUEST_TIMEOUT", { c, v in setNumber(&c.requestTimeout, v) }),
+        ("flushInterval", "THING_AGENT_FLUSH_INTERVAL", { c, v in setDuration(&c.flushInterval, v) }),
+        ("requestTimeout", "THING_AGENT_REQUEST_TIMEOUT", { c, v in setDuration(&c.requestTimeout, v) }),
         ("maxInFlight", "THING_AGENT_MAX_IN_FLIGHT", { c, v in
             guard let n = v.int64Value, n > 0 else { return false }
             c.maxInFlight = Int(n)
             return true
         }),
-        ("offlineGracePeriod", "THING_AGENT_OFFLINE_GRACE", { c, v in setNumber(&c.offlineGracePeriod, v) }),
+        ("offlineGracePeriod", "THING_AGENT_OFFLINE_GRACE", { c, v in setDuration(&c.offlineGracePeriod, v) }),
         ("transferStallTimeout", "THING_AGENT_TRANSFER_STALL_TIMEOUT", { c, v in
             guard let d = v.doubleValue.flatMap({ InputBounds.seconds($0) }) else { return false }
-            c.transferStallTimeout = d
+            c.transferStallTimeout = .seconds(d)
             return true
         }),
-        ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setNumber(&c.reconnectMinDelay, v) }),
-        ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setNumber(&c.reconnectMaxDelay, v) }),
+        ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setDuration(&c.reconnectMinDelay, v) }),
+        ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setDuration(&c.reconnectMaxDelay, v) }),
         ("modelsDirectory", "THING_AGENT_MODELS", { c, v in setOptional(&c.modelsDirectory, v) }),
         ("scenesFile", "THING_AGENT_SCENES", { c, v in setOptional(&c.scenesFile, v) }),
         ("publishEvents", "THING_AGENT_PUBLISH_EVENTS", { c, v in setBool(&c.publishEvents, v) }),
@@ -274,6 +274,13 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     /// Seconds: zero or more, at most `InputBounds.maxSeconds` (a larger one would trap where it becomes a
     /// `Duration`).
+    /// Seconds in the file, the environment and flags; a `Duration` in the configuration.
+    private static func setDuration(_ target: inout Duration, _ value: JSONValue) -> Bool {
+        guard let d = value.doubleValue.flatMap({ InputBounds.seconds($0, allowZero: true) }) else { return false }
+        target = .seconds(d)
+        return true
+    }
+
     private static func setNumber(_ target: inout Double, _ value: JSONValue) -> Bool {
         guard let d = value.doubleValue.flatMap({ InputBounds.seconds($0, allowZero: true) }) else { return false }
         target = d

@@ -45,7 +45,7 @@ enum TransferCommand: Command {
             Console.out("\(device) takes over \(faulty) and its \(moving.count) sub-device\(moving.count == 1 ? "" : "s")")
             let end = await waitForEnd(of: faulty, started: started, updates: updates, patience: patience)
             return try outcome(end, device: device, faulty: faulty, moving: moving, agent: agent,
-                               stall: configuration.transferStallTimeout, patience: patience)
+                               stall: configuration.transferStallTimeout.seconds, patience: patience)
         }
     }
 

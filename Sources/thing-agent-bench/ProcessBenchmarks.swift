@@ -20,12 +20,14 @@ struct ProcessBenchmarks {
     /// `count` QoS 1 property reports from `devices` devices queued for the daemon's persistent session; the clock
     /// runs from starting `thing-agent run` to the last report being in the cache file (polled every 5 ms, then
     /// read once more with `thing-agent info`).
-    func daemonDrain(count: Int, devices: Int) async throws -> Drain {
+    /// `eventFeed`: the daemon republishes every change on the events topics (its default), or not.
+    func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true) async throws -> Drain {
+        let environment = ["THING_AGENT_PUBLISH_EVENTS": eventFeed ? "true" : "false"]
         let path = directory + "/daemon-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         let arguments = ["run", "--broker", broker.url, "--db", path,
                          "--client-id", "bench-daemon-\(UInt32.random(in: 0...UInt32.max))"]
         // The first run makes the persistent session; the backlog is queued for it while no daemon runs.
-        try await runDaemon(arguments, log: path + ".log-1") { _ in }
+        try await runDaemon(arguments, environment, log: path + ".log-1") { _ in }
         let marker = "last-\(UInt32.random(in: 0...UInt32.max))"
         var reports = propertyReports(count: count, devices: devices)
         let lastDevice = "dev\((count - 1) % devices)"
@@ -34,7 +36,7 @@ struct ProcessBenchmarks {
 
         var drain = Drain(perSecond: 0, cpuMicroseconds: 0, contextSwitches: 0)
         let start = ContinuousClock.now
-        try await runDaemon(arguments, log: path + ".log-2") { daemon in
+        try await runDaemon(arguments, environment, log: path + ".log-2") { daemon in
             let deadline = ContinuousClock.now + .seconds(120)
             while (try? CacheReader(path: path).device(lastDevice))??.properties["mode"]?.value.stringValue != marker {
                 guard ContinuousClock.now < deadline, daemon.isRunning else {
@@ -56,9 +58,9 @@ struct ProcessBenchmarks {
     }
 
     /// Starts the daemon, waits until it is subscribed, runs `body`, then stops it with SIGTERM.
-    private func runDaemon(_ arguments: [String], log: String,
+    private func runDaemon(_ arguments: [String], _ environment: [String: String], log: String,
                            _ body: (DaemonProcess) async throws -> Void) async throws {
-        let daemon = try DaemonProcess(thingAgent, arguments, logPath: log)
+        let daemon = try DaemonProcess(thingAgent, arguments, environment: environment, logPath: log)
         let deadline = ContinuousClock.now + .seconds(60)
         while !daemon.log.contains("connected and subscribed") {
             guard ContinuousClock.now < deadline, daemon.isRunning else {

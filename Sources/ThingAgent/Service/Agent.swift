@@ -45,16 +45,22 @@ public final class Agent: Sendable {
     let cacheLock: CacheLock?
     /// The device-detail layout (`detailConfig`, or the built-in one).
     public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
+    /// The API's per-client request budget (`apiRateLimit`) and the rate of its warnings.
+    let apiRateLimiter: APIRateLimiter
+    let apiLogLimiter = LogRateLimiter()
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
+    /// `shouldStop` is asked while a big cache loads and the journal replays: true ends `init` with
+    /// `StartUpInterrupted`, having written nothing (a SIGTERM during start-up).
     public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled,
-                lockCache: Bool = false) throws {
+                lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
         reloadable = Mutex(try ReloadableSettings(configuration, role: role))
         topics = configuration.topics
+        apiRateLimiter = APIRateLimiter(rate: configuration.apiRateLimit)
         events = EventHub()
         let store: CacheStore?
         if role == .observer {
@@ -65,7 +71,7 @@ public final class Agent: Sendable {
         } else {
             let opened = try CacheStore(path: configuration.database)
             cacheLock = lockCache ? try CacheLock(cache: configuration.database) : nil
-            cache = DeviceCache(try opened.loadAll())
+            cache = DeviceCache(try opened.loadAll(shouldStop: shouldStop))
             store = opened
         }
         // Only the service journals: it is the one process that acknowledges reports to the broker. Not
@@ -82,7 +88,8 @@ public final class Agent: Sendable {
             ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
             : StorageMonitor()
         writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester,
-                             storage: storage)
+                             storage: storage, maxProperties: configuration.maxPropertiesPerDevice,
+                             trustsForeignTransfers: configuration.trustForeignTransfers)
         if role == .service, PrivateFiles.isReadableByOthers(configuration.database) {
             logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
                            + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.database])
@@ -104,7 +111,7 @@ public final class Agent: Sendable {
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
                                 offline: role == .service ? offlineWatch : nil,
                                 transfers: role == .observer ? nil : transferWatch, logger: logger,
-                                elsewhere: elsewhere)
+                                elsewhere: elsewhere, limits: IngestLimits(configuration))
         self.ingestor = ingestor
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
         let since = Timestamp.now()
@@ -122,7 +129,7 @@ public final class Agent: Sendable {
         flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
                                check: check, logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
-        let replayed = try writer.replayJournal { ingestor.replay($0) }
+        let replayed = try writer.replayJournal(shouldStop: shouldStop) { ingestor.replay($0) }
         ingestor.counters.reset()
         try writer.flush(meta: report?() ?? [:])
         try writer.compactJournal(threshold: 0)
@@ -439,4 +446,11 @@ public final class Agent: Sendable {
         }
         return mqtt
     }
+}
+
+/// A stop asked for while the agent was still starting (loading its cache, replaying its journal): nothing was
+/// written, so the next start does it all again.
+public struct StartUpInterrupted: Error, CustomStringConvertible {
+    public init() {}
+    public var description: String { "stopped during start-up" }
 }

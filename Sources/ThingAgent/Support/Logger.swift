@@ -102,8 +102,10 @@ public struct LogSink: Sendable {
         let prefix = priorityPrefix ? "<\(level.syslogPriority)>" : ""
         switch format {
         case .text:
-            let meta = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            write("\(prefix)\(time) \(level) \(label): \(message)\(meta.isEmpty ? "" : " " + meta)")
+            // One line per entry, and nothing in it a terminal would act on (device names and topics end up here).
+            let meta = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.terminalSafe())" }
+                .joined(separator: " ")
+            write("\(prefix)\(time) \(level) \(label): \(message.terminalSafe())\(meta.isEmpty ? "" : " " + meta)")
         case .json:
             var object = JSONObject([("time", .string(time)), ("level", .string(level.description)),
                                      ("label", .string(label)), ("message", .string(message))])

@@ -38,19 +38,19 @@ enum GroupCommand: Command {
                                         ("createdAt", .integer(group.createdAt))]))
                 }))
             } else if groups.isEmpty {
-                print("no groups")
+                Console.out("no groups")
             } else {
-                print(Format.table(["GROUP", "DEVICES"], groups.map { [$0.name, $0.devices.joined(separator: ",")] }))
+                Console.out(Format.table(["GROUP", "DEVICES"], groups.map { [$0.name, $0.devices.joined(separator: ",")] }))
             }
         case "create":
             let name = try needName()
             try knownDevices()
             let group = try editing { try local.createGroup(name, devices: devices) }
-            print("group \(group.name) created with \(group.devices.count) device(s)")
+            Console.out("group \(group.name) created with \(group.devices.count) device(s)")
         case "delete":
             let name = try needName()
             guard try local.deleteGroup(name) else { throw CommandFailure(code: .failure, message: "no group named '\(name)'") }
-            print("group \(name) deleted")
+            Console.out("group \(name) deleted")
         case "add", "remove":
             let name = try needName()
             guard !devices.isEmpty else { throw CommandFailure(code: .usage, message: "missing DEVICE\nUsage: \(spec.usage)") }
@@ -61,7 +61,7 @@ enum GroupCommand: Command {
                 try editing { try local.removeFromGroup(name, devices: devices) }
             }
             let group = try local.group(named: name)
-            print("group \(name): \(group?.devices.joined(separator: ",") ?? "")")
+            Console.out("group \(name): \(group?.devices.joined(separator: ",") ?? "")")
         default:
             throw CommandFailure(code: .usage, message: "unknown action '\(action)'\nUsage: \(spec.usage)")
         }
@@ -101,9 +101,9 @@ enum NetworkCommand: Command {
                                         ("hasPassword", .bool(network.password != nil)), ("addedAt", .integer(network.addedAt))]))
                 }))
             } else if networks.isEmpty {
-                print("\(device): no backup networks")
+                Console.out("\(device): no backup networks")
             } else {
-                print(Format.table(["SSID", "PRIORITY", "PASSWORD"],
+                Console.out(Format.table(["SSID", "PRIORITY", "PASSWORD"],
                                    networks.map { [$0.ssid, "\($0.priority)", $0.password == nil ? "no" : "yes"] }))
             }
         case "add":
@@ -118,13 +118,13 @@ enum NetworkCommand: Command {
                 try local.addBackupNetwork(device, BackupNetwork(ssid: words[2], password: password,
                                                                  priority: priority))
             }
-            print("\(device): backup network \(words[2]) kept")
+            Console.out("\(device): backup network \(words[2]) kept")
         case "remove":
             guard words.count == 3 else { throw CommandFailure(code: .usage, message: "missing SSID\nUsage: \(spec.usage)") }
             guard try local.removeBackupNetwork(device, ssid: words[2]) else {
                 throw CommandFailure(code: .failure, message: "\(device) has no backup network '\(words[2])'")
             }
-            print("\(device): backup network \(words[2]) removed")
+            Console.out("\(device): backup network \(words[2]) removed")
         default:
             throw CommandFailure(code: .usage, message: "unknown action '\(action)'\nUsage: \(spec.usage)")
         }

@@ -17,12 +17,7 @@ enum InfoCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let device = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
-        if let timeout = arguments.value("timeout") {
-            guard let seconds = Double(timeout), seconds > 0 else {
-                throw CommandFailure(code: .usage, message: "--timeout needs a positive number of seconds")
-            }
-            configuration.requestTimeout = seconds
-        }
+        try applyTimeout(arguments, to: &configuration)
         let snapshot: DeviceSnapshot
         if arguments.has("fetch") {
             let agent = try await startAgent(configuration, role: .requester)
@@ -51,15 +46,15 @@ enum InfoCommand: Command {
         if arguments.has("json") {
             Format.printJSON(.object(snapshot.json(now: now, metadata: metadata)))
         } else {
-            print(text(snapshot, now: now, metadata: metadata))
+            Console.out(text(snapshot, now: now, metadata: metadata))
         }
         return .success
     }
 
     static func text(_ device: DeviceSnapshot, now: Millis, metadata: DeviceMetadata? = nil) -> String {
-        var lines = ["Device \(device.id)" + (device.displayName(metadata).map { "  \"\($0)\"" } ?? "")]
+        var lines = ["Device \(device.id)" + (device.displayName(metadata).map { "  \"\($0.terminalSafe())\"" } ?? "")]
         if let metadata, metadata.name != nil || metadata.room != nil || metadata.icon != nil || !metadata.offlineWarning {
-            lines.append("  local            room \(metadata.room ?? "-"), icon \(metadata.icon ?? "-"), "
+            lines.append("  local            room \((metadata.room ?? "-").terminalSafe()), icon \((metadata.icon ?? "-").terminalSafe()), "
                 + "offline warning \(metadata.offlineWarning ? "on" : "off")")
         }
         let status = device.online.map { $0 ? "online" : "offline" } ?? "unknown"
@@ -77,13 +72,13 @@ enum InfoCommand: Command {
         }
         if let transfer = device.transfer {
             lines.append("  transfer         \(transfer.status) from \(transfer.targetDeviceId ?? "?")"
-                + (transfer.failedCode.isEmpty ? "" : " (\(transfer.failedCode))"))
+                + (transfer.failedCode.isEmpty ? "" : " (\(transfer.failedCode.terminalSafe()))"))
         }
         lines.append("Properties:")
         if device.properties.isEmpty { lines.append("  (none reported)") }
         for code in device.properties.keys.sorted() {
             let property = device.properties[code]!
-            lines.append("  \(code.padding(toLength: 16, withPad: " ", startingAt: 0)) "
+            lines.append("  \(code.terminalSafe().padding(toLength: 16, withPad: " ", startingAt: 0)) "
                 + "\(Format.value(property.value))  (\(Format.age(property.time, now: now)))")
         }
         return lines.joined(separator: "\n")

@@ -108,23 +108,30 @@ struct ProcessBenchmarks {
 }
 
 /// `info` (text and JSON) and `devices` as whole processes, each beside `sqlite3` answering the same from the file.
-func compareWithSQLite(_ report: Report, thingAgent agent: String, cache path: String, devices: Int,
+/// Each executable is measured: the toolchain-linked build, and the packaged (static) one when it was built.
+func compareWithSQLite(_ report: Report, thingAgents: [(name: String, path: String)], cache path: String, devices: Int,
                        quick: Bool) throws {
     let id = "dev\(devices / 2)"
-    let info = try ProcessBenchmarks.medianMilliseconds([
-        (agent, ["info", id, "--db", path]),
-        (agent, ["info", id, "--db", path, "--json"]),
-        ("/usr/bin/sqlite3", [path, "SELECT * FROM devices WHERE dev_id = '\(id)'"]),
-    ], rounds: quick ? 10 : 30)
-    report.add("`sqlite3` answering one device's row, \(devices) devices", "\(format(info[2], 1)) ms", "median")
-    report.add("`thing-agent info DEVICE`", "\(format(info[0], 1)) ms", "ratio \(format(info[0] / info[2], 2)), median")
-    report.add("`thing-agent info DEVICE --json`", "\(format(info[1], 1)) ms", "ratio \(format(info[1] / info[2], 2)), median")
-    let list = try ProcessBenchmarks.medianMilliseconds([
-        (agent, ["devices", "--db", path]),
-        ("/usr/bin/sqlite3", [path, ProcessBenchmarks.devicesQuery]),
-    ], rounds: quick ? 3 : 10)
-    report.add("`sqlite3` listing the columns of `devices`, \(devices) devices", "\(format(list[1], 1)) ms", "median")
-    report.add("`thing-agent devices`", "\(format(list[0], 1)) ms", "ratio \(format(list[0] / list[1], 2)), median")
+    let sqlite = ("/usr/bin/sqlite3", [path, "SELECT * FROM devices WHERE dev_id = '\(id)'"])
+    let info = try ProcessBenchmarks.medianMilliseconds([sqlite] + thingAgents.flatMap { agent in [
+        (agent.path, ["info", id, "--db", path]),
+        (agent.path, ["info", id, "--db", path, "--json"]),
+    ] }, rounds: quick ? 10 : 30)
+    report.add("`sqlite3` answering one device's row, \(devices) devices", "\(format(info[0], 1)) ms", "median")
+    for (n, agent) in thingAgents.enumerated() {
+        let text = info[1 + 2 * n], json = info[2 + 2 * n]
+        report.add("`thing-agent info DEVICE`, \(agent.name)", "\(format(text, 1)) ms",
+                   "ratio \(format(text / info[0], 2)), median")
+        report.add("`thing-agent info DEVICE --json`, \(agent.name)", "\(format(json, 1)) ms",
+                   "ratio \(format(json / info[0], 2)), median")
+    }
+    let list = try ProcessBenchmarks.medianMilliseconds([("/usr/bin/sqlite3", [path, ProcessBenchmarks.devicesQuery])]
+        + thingAgents.map { ($0.path, ["devices", "--db", path]) }, rounds: quick ? 3 : 10)
+    report.add("`sqlite3` listing the columns of `devices`, \(devices) devices", "\(format(list[0], 1)) ms", "median")
+    for (n, agent) in thingAgents.enumerated() {
+        report.add("`thing-agent devices`, \(agent.name)", "\(format(list[1 + n], 1)) ms",
+                   "ratio \(format(list[1 + n] / list[0], 2)), median")
+    }
 }
 
 /// CPU time and context switches of a running process, from /proc.

@@ -30,6 +30,13 @@ let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count
 func section(_ name: String) -> Bool { only == nil || only == name }
 let binDirectory = URL(fileURLWithPath: arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
 let report = Report()
+/// The toolchain-linked `thing-agent` beside the bench, and the packaged static one when `scripts/package` built it.
+let thingAgents: [(name: String, path: String)] = {
+    let packaged = URL(fileURLWithPath: binDirectory).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("package/release/thing-agent").path
+    return [("toolchain-linked", binDirectory + "/thing-agent")]
+        + (FileManager.default.isExecutableFile(atPath: packaged) ? [("packaged (static)", packaged)] : [])
+}()
 let directory = try makeTemporaryDirectory("thing-agent-bench")
 defer { try? FileManager.default.removeItem(atPath: directory) }
 
@@ -121,7 +128,7 @@ if section("cache") {
             let (p50, p90) = try await infoProcessMilliseconds(executable: binDirectory + "/thing-agent", cache: path,
                                                                devices: devices)
             report.add("`thing-agent info` process, \(devices) devices, p50 / p90", "\(format(p50, 1)) / \(format(p90, 1)) ms")
-            try compareWithSQLite(report, thingAgent: binDirectory + "/thing-agent", cache: path, devices: devices, quick: quick)
+            try compareWithSQLite(report, thingAgents: thingAgents, cache: path, devices: devices, quick: quick)
         }
         try? FileManager.default.removeItem(atPath: path)
     }

@@ -87,8 +87,14 @@ struct FaultTests {
                 broker.log().components(separatedBy: " as \(harness.clientID) (").count - 1
             }
             let kills = 4
+            // Each kill lands in the middle of every stream, however slowly a loaded machine lets them run.
+            let everyStreamPast: @Sendable (Int) async -> Bool = { count in
+                for publisher in publishers where await publisher.last <= count { return false }
+                return true
+            }
             for kill in 1...kills {
                 try await Task.sleep(for: random.milliseconds(300...900))
+                try await waitUntil(timeout: .seconds(30)) { await everyStreamPast(kill * 25) }
                 broker.kill()
                 lifetimes.brokerKilled()
                 try await Task.sleep(for: random.milliseconds(0...300))
@@ -98,6 +104,7 @@ struct FaultTests {
                 try await waitUntil(timeout: .seconds(10)) { agentConnections() > kill }
             }
             try await Task.sleep(for: .milliseconds(600))
+            try await waitUntil(timeout: .seconds(30)) { await everyStreamPast(100) }
             stop.set()
             try await streams.value
 

@@ -34,7 +34,7 @@ struct SetRoundTripBenchmark {
             configuration.modelsDirectory = repositoryRoot + "/Config/models"
             let agent = try Agent(configuration: configuration)
             let running = Task { try await agent.run() }
-            try await waitUntil { agent.connectionState == .connected }
+            try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
             let device = try SimulatedDevice("bf12ab", brokerURL: broker.url)
             try await device.connect()
             try await device.info(#"{"productId":"p-light-1"}"#, time: t0)

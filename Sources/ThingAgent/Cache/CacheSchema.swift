@@ -73,6 +73,15 @@ enum CacheSchema {
                 PRIMARY KEY (dev_id, ssid)
             ) WITHOUT ROWID;
             """),
+        // The daemon's offline warnings, so that a restart neither forgets a grace period that was running nor
+        // warns twice about one offline episode. Agent times (ms); a row lives while the device stays offline.
+        Migration(version: 4, name: "offline alerts", sql: """
+            CREATE TABLE offline_alerts (
+                dev_id        TEXT PRIMARY KEY NOT NULL,
+                offline_since INTEGER NOT NULL,
+                warned        INTEGER NOT NULL DEFAULT 0
+            ) WITHOUT ROWID;
+            """),
     ]
 
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.

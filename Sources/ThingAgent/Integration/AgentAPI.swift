@@ -52,7 +52,7 @@ struct APIError: Error {
 
 extension Agent {
     /// The methods the API answers.
-    public static let apiMethods = ["info", "devices", "set", "edit", "remove", "detail"]
+    public static let apiMethods = ["info", "devices", "set", "edit", "remove", "detail", "health"]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
     /// devices or the broker, so they run beside the loop (a slow device never holds up an `info`).
@@ -135,6 +135,8 @@ extension Agent {
         }
         let now = Timestamp.now()
         switch method {
+        case "health":
+            return (.object(health().json), [:])
         case "info":
             let (id, snapshot) = try known()
             return (.object(snapshot.json(now: now, metadata: try? local?.metadata(id))), [:])

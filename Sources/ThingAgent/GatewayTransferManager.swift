@@ -9,29 +9,29 @@ public protocol GatewayTransferManagerListener: AnyObject, Sendable {
 /// faulty one. Each method also exists as a static method taking the device id.
 public final class GatewayTransferManager: Sendable {
     public let deviceId: String
-    private let agent: Agent?
+    private let agent: Agent
     private let listeners = WeakListeners()
 
-    /// Uses `agent`, or `Agent.shared` when nil.
-    public init(deviceId: String, agent: Agent? = nil) {
+    /// The manager of the gateway `deviceId` on `agent` (also `agent.gatewayTransferManager(deviceId:)`).
+    public init(deviceId: String, agent: Agent) {
         self.deviceId = deviceId
-        self.agent = agent ?? Agent.shared
+        self.agent = agent
     }
 
     /// Whether the cached information lists the `gatewayTransfer` ability.
     public func deviceSupportsTransfer() -> Bool {
-        agent?.cache.device(deviceId)?.info.supports(.gatewayTransfer) ?? false
+        agent.cache.device(deviceId)?.info.supports(.gatewayTransfer) ?? false
     }
 
     /// The cached state of this gateway's latest transfer; status `none` when it never ran one.
     public func deviceTransferInfo() -> TransferInfo {
-        agent?.cache.device(deviceId)?.transfer ?? .none(deviceId)
+        agent.cache.device(deviceId)?.transfer ?? .none(deviceId)
     }
 
     /// The gateways this one can replace: other gateways of the same product in the same space, offline ones first
     /// (the faulty one usually is), then by id.
     public func gateways() -> [DeviceSnapshot] {
-        guard let agent, let me = agent.cache.device(deviceId) else { return [] }
+        guard let me = agent.cache.device(deviceId) else { return [] }
         let rank: (DeviceSnapshot) -> Int = { device in
             switch device.online {
             case false?: 0
@@ -50,7 +50,6 @@ public final class GatewayTransferManager: Sendable {
     /// refusal (code 1006 when it is busy) is `.refused`; no answer is `.timeout`.
     @discardableResult
     public func transfer(fromGateway faulty: String, timeout: Duration? = nil) async throws(RequestError) -> TransferInfo {
-        guard let agent else { throw .notSent(reason: "no agent: pass one or set Agent.shared") }
         guard agent.cache.device(deviceId) != nil else {
             throw .unsupported(deviceId: deviceId, reason: "not in the cache, so its abilities are unknown")
         }
@@ -89,7 +88,6 @@ public final class GatewayTransferManager: Sendable {
             let started = try agent.writer.recordTransferStart(
                 gateway: deviceId, target: faulty, targetName: target.info.name, sentAt: sentAt, now: Timestamp.now(),
                 topic: agent.topics.transferStatus(deviceId)) ?? .none(deviceId)
-            agent.transferWatch.transferChanged(started)
             return started
         } catch {
             // The gateway accepted; only the local record failed. Its reports will still be cached.
@@ -104,7 +102,6 @@ public final class GatewayTransferManager: Sendable {
 
     /// Registers `listener` for `statusDidUpdate`. Held weakly: releasing the listener unregisters it.
     public func addListener(_ listener: some GatewayTransferManagerListener) {
-        guard let agent else { return }
         listeners.add(listener, hub: agent.events, device: deviceId, kinds: .transfer) { [self] listener, event in
             if case .transferStatusChanged(_, let info) = event {
                 listener.gatewayTransferManager(self, statusDidUpdate: info)
@@ -119,7 +116,7 @@ public final class GatewayTransferManager: Sendable {
     /// Every change of this gateway's transfer, as an AsyncSequence; ends when the consuming task is cancelled or
     /// the agent stops. Registered when this property is read, so read it before `transfer(fromGateway:)`.
     public var statusUpdates: AsyncCompactMapSequence<DeviceEventStream, TransferInfo> {
-        (agent?.events ?? EventHub.finished).events(device: deviceId, kinds: .transfer)
+        agent.events.events(device: deviceId, kinds: .transfer)
             .compactMap { event in
                 if case .transferStatusChanged(_, let info) = event { return info }
                 return nil
@@ -128,21 +125,38 @@ public final class GatewayTransferManager: Sendable {
 
     // MARK: static forms
 
-    public static func deviceSupportsTransfer(deviceId: String, agent: Agent? = nil) -> Bool {
+    public static func deviceSupportsTransfer(deviceId: String, agent: Agent) -> Bool {
         GatewayTransferManager(deviceId: deviceId, agent: agent).deviceSupportsTransfer()
     }
 
-    public static func deviceTransferInfo(deviceId: String, agent: Agent? = nil) -> TransferInfo {
+    public static func deviceTransferInfo(deviceId: String, agent: Agent) -> TransferInfo {
         GatewayTransferManager(deviceId: deviceId, agent: agent).deviceTransferInfo()
     }
 
-    public static func gateways(deviceId: String, agent: Agent? = nil) -> [DeviceSnapshot] {
+    public static func gateways(deviceId: String, agent: Agent) -> [DeviceSnapshot] {
         GatewayTransferManager(deviceId: deviceId, agent: agent).gateways()
     }
 
     @discardableResult
-    public static func transfer(deviceId: String, fromGateway faulty: String, agent: Agent? = nil,
+    public static func transfer(deviceId: String, fromGateway faulty: String, agent: Agent,
                                 timeout: Duration? = nil) async throws(RequestError) -> TransferInfo {
         try await GatewayTransferManager(deviceId: deviceId, agent: agent).transfer(fromGateway: faulty, timeout: timeout)
+    }
+}
+
+extension Agent {
+    /// The SDKs' device-information manager for `deviceId`, on this agent.
+    public func deviceInfoManager(deviceId: String) -> DeviceInfoManager {
+        DeviceInfoManager(deviceId: deviceId, agent: self)
+    }
+
+    /// The SDKs' gateway-replacement manager for the gateway `deviceId`, on this agent.
+    public func gatewayTransferManager(deviceId: String) -> GatewayTransferManager {
+        GatewayTransferManager(deviceId: deviceId, agent: self)
+    }
+
+    /// Commands for `deviceId` (its properties, thing model and sets), on this agent.
+    public func deviceControl(deviceId: String) -> DeviceControl {
+        DeviceControl(deviceId: deviceId, agent: self)
     }
 }

@@ -110,7 +110,9 @@ struct ShippedBrokerConfigTests {
         try await Self.withWriter("thing-agent-cli", agentListener: true) { broker, cli, witness in
             let requests = ["properties/set", "info/get", "wifi/scan", "gateway/transfer/start", "status", "info",
                             "unbind"]
-            try await expectAccess(cli, allowed: requests.map { "things/dev1/thing/\($0)" }, denied: [
+            // And, to the daemon's API, the writes the CLI sends through it (edit, group, network, remove).
+            try await expectAccess(cli, allowed: requests.map { "things/dev1/thing/\($0)" }
+                                   + ["thing-agent/api/thing-agent/request/edit"], denied: [
                 "things/dev1/thing/properties", "things/dev1/thing/signal",
                 "things/dev1/thing/gateway/transfer/status", "things/dev1/thing/properties/set_response",
                 "thing-agent/events/dev1/status", "thing-agent/agents/thing-agent/status",
@@ -131,7 +133,8 @@ struct ShippedBrokerConfigTests {
             await gateway.disconnect()
             await reader.disconnect()
             try await Self.expectReads(broker, "thing-agent-cli", agentListener: true,
-                                       allowed: ["thing-agent/agents/thing-agent/status"],
+                                       allowed: ["thing-agent/agents/thing-agent/status",
+                                                 "thing-agent/replies/thing-agent-cli/1"],
                                        denied: ["thing-agent/replies/svc-dashboard/1"], marker: "things/dev1/thing/info")
         }
     }

@@ -136,6 +136,11 @@ struct ShippedDeploymentTests {
                                            + deployment.operatorOptions, environment: deployment.operatorEnvironment)
         #expect(fetched.status == 0, "\(fetched.stderr)")
         #expect(try JSONParser.parse(fetched.stdout)["name"] == "Porch lamp")
+        // An edit goes to the daemon's API, the answer comes back under the operator's own replies.
+        let edit = try await runCommand(thingAgentExecutable(), ["edit", "dev1", "--room", "Porch", "--json"]
+                                        + deployment.operatorOptions, environment: deployment.operatorEnvironment)
+        #expect(edit.status == 0, "\(edit.stderr)")
+        #expect(try JSONParser.parse(edit.stdout)["room"] == "Porch")
 
         try await device.properties(#"{"bright_value":640}"#, time: t0 + 50)
         try await waitUntil(timeout: .seconds(20)) { watch.log.contains("640") || !watch.isRunning }

@@ -285,7 +285,8 @@ struct StorageFaultTests {
             #expect(viaFlag.status == 0, "\(viaFlag.stderr)")
             let viaStdin = try await runCommand("/bin/sh", ["-c", "echo from-stdin | \"$0\" \"$@\"", thingAgentExecutable(),
                                                             "network", "add", "wifi0", "FromStdin",
-                                                            "--wifi-password-file", "-", "--db", harness.database])
+                                                            "--wifi-password-file", "-", "--db", harness.database,
+                                                            "--broker", broker.url])
             #expect(viaStdin.status == 0, "\(viaStdin.stderr)")
             let deprecated = try await harness.cli(["network", "add", "wifi0", "Old", "--password", "the-old-way"])
             #expect(deprecated.status == 0, "\(deprecated.stderr)")

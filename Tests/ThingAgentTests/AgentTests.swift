@@ -13,8 +13,8 @@ struct AgentTests {
         configuration.broker = broker.url
         configuration.database = directory + "/cache.sqlite"
         configuration.clientID = "lib-\(UInt32.random(in: 0...UInt32.max))"
-        configuration.offlineGracePeriod = grace
-        configuration.requestTimeout = 2
+        configuration.offlineGracePeriod = .seconds(grace)
+        configuration.requestTimeout = .seconds(2)
         return configuration
     }
 
@@ -138,6 +138,104 @@ struct AgentTests {
                 try await waitUntil { agent.events.listenerCount == baseline }
                 await device.disconnect()
             }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theSameListenerAddedTwiceHearsEveryUpdateOnce() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let baseline = agent.events.listenerCount
+                let manager = DeviceInfoManager(deviceId: "twice", agent: agent)
+                let log = SignalLog()
+                let recorder = SignalRecorder(log)
+                manager.addListener(recorder)
+                manager.addListener(recorder)
+                let device = try SimulatedDevice("twice", brokerURL: broker.url)
+                try await device.connect()
+                try await device.signal(wifi: -40, time: t0)
+                try await waitUntil(timeout: .seconds(30)) { log.values == [-40] }
+                // The replaced registration has ended by now; the one that replaced it must still hear.
+                try await waitUntil(timeout: .seconds(30)) { agent.events.listenerCount == baseline + 1 }
+                try await device.signal(wifi: -41, time: t0 + 1)
+                try await device.signal(wifi: -42, time: t0 + 2)
+                try await waitUntil(timeout: .seconds(30)) { log.values == [-40, -41, -42] }
+                manager.removeListener(recorder)
+                try await waitUntil(timeout: .seconds(30)) { agent.events.listenerCount == baseline }
+                await device.disconnect()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aReleasedListenerReplacedByANewOneLeavesTheNewOneHearing() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { agent, _ in
+                let manager = DeviceInfoManager(deviceId: "reuse", agent: agent)
+                let oldLog = SignalLog(), newLog = SignalLog()
+                var old: SignalRecorder? = SignalRecorder(oldLog)
+                manager.addListener(old!)
+                let oldAddress = ObjectIdentifier(old!)
+                old = nil
+                // A new listener at the released one's address (the allocator hands a freed block back first),
+                // registered before any event woke the released one's registration.
+                var candidates: [SignalRecorder] = []
+                var fresh = SignalRecorder(newLog)
+                while ObjectIdentifier(fresh) != oldAddress, candidates.count < 1000 {
+                    candidates.append(fresh)
+                    fresh = SignalRecorder(newLog)
+                }
+                candidates.removeAll()
+                manager.addListener(fresh)
+                let device = try SimulatedDevice("reuse", brokerURL: broker.url)
+                try await device.connect()
+                for n in 0..<3 {
+                    try await device.signal(wifi: -40 - n, time: t0 + Int64(n))
+                }
+                try await waitUntil(timeout: .seconds(30)) { newLog.values == [-40, -41, -42] }
+                #expect(oldLog.values.isEmpty)
+                manager.removeListener(fresh)
+                await device.disconnect()
+            }
+        }
+    }
+
+    /// An embedding app's own log backend: it gets each record whole, not a formatted line.
+    final class RecordingLogHandler: AgentLogHandler {
+        struct Record: Sendable {
+            let level: AgentLogger.Level, label: String, message: String, metadata: AgentLogger.Metadata
+        }
+        private let records = Mutex<[Record]>([])
+        var all: [Record] { records.withLock { $0 } }
+        func log(level: AgentLogger.Level, label: String, message: String, metadata: AgentLogger.Metadata) {
+            records.withLock { $0.append(Record(level: level, label: label, message: message, metadata: metadata)) }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func anEmbeddingAppsHandlerGetsLevelMessageAndMetadata() async throws {
+        try await withBroker { broker in
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let handler = RecordingLogHandler()
+            let logger = AgentLogger(label: "fleet", level: .info, handler: handler)
+            let agent = try Agent(configuration: Self.configuration(broker, directory: directory), logger: logger)
+            let running = Task { try await agent.run() }
+            // Subscribed, not only connected: a report published before the SUBACK would not reach it.
+            try await waitUntil(timeout: .seconds(30)) { handler.all.contains { $0.message == "connected and subscribed" } }
+            let device = try SimulatedDevice("noisy", brokerURL: broker.url)
+            try await device.connect()
+            try await device.publish("properties", "{not json")
+            try await waitUntil(timeout: .seconds(30)) { handler.all.contains { $0.metadata["reason"] == "malformed" } }
+            let dropped = try #require(handler.all.first { $0.metadata["reason"] == "malformed" })
+            #expect(dropped.level == .warning)
+            #expect(dropped.label == "fleet")
+            #expect(dropped.message.hasPrefix("dropped a message"))
+            #expect(dropped.metadata["topic"] == "things/noisy/thing/properties")
+            #expect(!handler.all.contains { $0.level < .info }, "below the logger's level: not handed on")
+            await device.disconnect()
+            running.cancel()
+            _ = try? await running.value
         }
     }
 

@@ -1,5 +1,7 @@
+import Foundation
 import JSON
 import Testing
+import TestSupport
 @testable import ThingAgent
 
 /// "Stale values lose", "a repeat changes nothing" and partial info merges, on the pure snapshot logic.
@@ -117,5 +119,22 @@ struct CacheRulesTests {
         changes = try device.apply(.transferStatus(stale), now: 3)
         #expect(changes.isEmpty)
         #expect(device.transfer?.status == .deviceConfigInit)
+    }
+
+    /// The migrations are frozen SQL, so a field added to `DeviceInfo` without a migration of its own has no column.
+    @Test func everyInfoFieldHasItsColumnAfterTheMigrations() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try CacheStore(path: directory + "/cache.sqlite")
+        var columns: [String: String] = [:]
+        for row in try store.database.query("PRAGMA table_info(devices)") {
+            if let name = row.string("name") { columns[name] = row.string("type") }
+        }
+        for field in DeviceInfo.fields {
+            #expect(columns[field.column] == (field.type.isInteger ? "INTEGER" : "TEXT"), "column \(field.column)")
+        }
+        for column in CacheSchema.stateColumns {
+            #expect(columns[column] == "INTEGER", "column \(column)")
+        }
     }
 }

@@ -22,8 +22,8 @@ final class LogCapture: Sendable {
 
     var lines: [String] { captured.withLock { $0 } }
 
-    var logger: Logger {
-        Logger(label: "test", level: .debug, sink: LogSink(format: .text) { [self] line in
+    var logger: AgentLogger {
+        AgentLogger(label: "test", level: .debug, handler: TextLogHandler { [self] line in
             captured.withLock { $0.append(line) }
         })
     }
@@ -32,7 +32,7 @@ final class LogCapture: Sendable {
 /// An agent (service role) on a test broker with its cache and thing models in a temporary directory.
 enum CommandFixture {
     static func withAgent(
-        _ broker: MosquittoBroker, models: [String] = [], logger: Logger = .disabled,
+        _ broker: MosquittoBroker, models: [String] = [], logger: AgentLogger = .disabled,
         configure: (inout AgentConfiguration) -> Void = { _ in }, _ body: (Agent) async throws -> Void
     ) async throws {
         let directory = try makeTemporaryDirectory()

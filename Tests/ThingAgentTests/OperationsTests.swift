@@ -58,7 +58,7 @@ struct OperationsTests {
 
     @Test func aSharedLevelChangeReachesEveryCopyButASetLevelOnlyItsOwn() {
         let lines = Mutex<[String]>([])
-        let logger = Logger(label: "t", level: .warning, sink: LogSink(format: .text, priorityPrefix: true) { line in
+        let logger = AgentLogger(label: "t", level: .warning, handler: TextLogHandler(priorityPrefix: true) { line in
             lines.withLock { $0.append(line) }
         })
         let copy = logger
@@ -77,7 +77,7 @@ struct OperationsTests {
 
     @Test func jsonLinesTypeNumbersButKeepIdentifiersAsStrings() throws {
         let lines = Mutex<[String]>([])
-        let logger = Logger(label: "t", sink: LogSink(format: .json) { line in lines.withLock { $0.append(line) } })
+        let logger = AgentLogger(label: "t", handler: JSONLogHandler { line in lines.withLock { $0.append(line) } })
         logger.info("m", metadata: ["devices": "28", "ratio": "0.5", "device": "42", "msgId": "1001",
                                     "broker": "mqtt://h:1", "padded": "007"])
         let line = try #require(lines.withLock { $0.first })

@@ -16,7 +16,7 @@ final class CacheFlusher: Sendable {
     let report: (@Sendable () -> [String: Int64])?
     /// The daemon's look at its files (`CacheFileCheck`), run every `reportInterval`.
     let check: (@Sendable () -> Void)?
-    let logger: Logger
+    let logger: AgentLogger
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
     /// Signalled by `stop()`, to cut a batch's gathering pause short.
@@ -45,7 +45,7 @@ final class CacheFlusher: Sendable {
 
     init(writer: CacheWriter, interval: Duration = .milliseconds(50), journalLimit: Int64 = 64 << 20,
          reportInterval: Duration = .seconds(1), report: (@Sendable () -> [String: Int64])? = nil,
-         check: (@Sendable () -> Void)? = nil, logger: Logger) {
+         check: (@Sendable () -> Void)? = nil, logger: AgentLogger) {
         self.check = check
         self.writer = writer
         self.interval = interval

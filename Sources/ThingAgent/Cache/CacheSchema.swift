@@ -1,14 +1,35 @@
 import SQLite
 
 /// The cache's SQLite schema, by version. Documented in the README ("The cache file"); readable with `sqlite3`.
+///
+/// Each migration is literal SQL and frozen once released: a file migrated by an older build must end up with the
+/// same schema as a new one. A new `DeviceInfo` field gets a new migration (`ALTER TABLE devices ADD COLUMN`);
+/// `CacheRulesTests` checks that every field has its column.
 enum CacheSchema {
     static let migrations: [Migration] = [
         Migration(version: 1, name: "devices, properties, transfers", sql: """
             CREATE TABLE devices (
                 dev_id            TEXT PRIMARY KEY NOT NULL,
-                \(DeviceInfo.fields.map { "\($0.column) \($0.type.isInteger ? "INTEGER" : "TEXT")" }
-                    .joined(separator: ",\n    "))
-                ,
+                name              TEXT,
+                product_id        TEXT,
+                category          TEXT,
+                ip                TEXT,
+                lan_ip            TEXT,
+                mac               TEXT,
+                timezone          TEXT,
+                net_strength      TEXT,
+                wifi_signal       INTEGER,
+                iccid             TEXT,
+                rsrp              INTEGER,
+                channel           INTEGER,
+                vendor_name       TEXT,
+                homekit_code      TEXT,
+                connect_ability   TEXT,
+                gateway_id        TEXT,
+                space_id          INTEGER,
+                firmware_version  TEXT,
+                abilities         TEXT,
+                hardware_info     TEXT,
                 info_time         INTEGER,
                 online            INTEGER,
                 status_time       INTEGER,
@@ -91,4 +112,17 @@ enum CacheSchema {
     ]
 
     static var deviceColumns: [String] { ["dev_id"] + DeviceInfo.fields.map(\.column) + stateColumns }
+
+    /// Deletes everything the file keeps about a device: its cached row (properties and transfer go with it by
+    /// cascade) and the local tables of migration 3, which have no foreign keys to cascade from.
+    static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
+        try db.transaction(.immediate) {
+            try db.run("DELETE FROM devices WHERE dev_id = ?", [.text(id)])
+            let existed = db.changes > 0
+            try db.run("DELETE FROM device_meta WHERE dev_id = ?", [.text(id)])
+            try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(id)])
+            try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(id)])
+            return existed
+        }
+    }
 }

@@ -118,7 +118,10 @@ extension CacheWriter {
             for entry in batch.staged { cache.store(entry.device) }
             return (result, batch.staged)
         }
-        for entry in staged { hub.publish(entry.heard.events(for: entry.device)) }
+        for entry in staged {
+            hub.publish(entry.heard.events(for: entry.device))
+            if !entry.heard.isEmpty { watches.applied(entry.heard, to: entry.device.id, now: entry.device.updatedAt) }
+        }
         return result
     }
 }

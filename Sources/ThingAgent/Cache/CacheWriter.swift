@@ -12,6 +12,8 @@ import Synchronization
 final class CacheWriter: Sendable {
     let cache: DeviceCache
     let hub: EventHub
+    /// Told of every change applied (the offline and transfer watches).
+    let watches = CacheWatches()
     /// Another process (the daemon) writes the same file, so each device is read from the file, inside the write
     /// transaction, before it is changed: this process never writes back an older copy it holds in memory. The
     /// other process may have applied a message already; listeners then hear what changed in this process's view
@@ -158,6 +160,7 @@ final class CacheWriter: Sendable {
         }
         if wake { dirtySignal.signal() }
         hub.publish(events)
+        if case .changed(let changes)? = outcome { watches.applied(changes, to: deviceId, now: now) }
         return outcome
     }
 
@@ -173,6 +176,7 @@ final class CacheWriter: Sendable {
             return (true, wasClean)
         }
         if wake { dirtySignal.signal() }
+        if removed { watches.removed(deviceId) }
         return removed
     }
 
@@ -334,7 +338,7 @@ final class CacheWriter: Sendable {
             guard let store else { return }
             try store.database.transaction(.immediate) {
                 for (id, marks) in dirty where marks.removed {
-                    _ = try LocalStore.deleteDevice(id, in: store.database)
+                    _ = try CacheSchema.deleteDevice(id, in: store.database)
                 }
                 for device in devices {
                     let marks = dirty[device.id] ?? Dirty()

@@ -27,10 +27,10 @@ final class StorageMonitor: Sendable {
     private let entries = Mutex<[Entry]>([])
     private let holding = Atomic<Bool>(false)
     private let count = Atomic<Int>(0)
-    private let logger: Logger
+    private let logger: AgentLogger
     private let statusFile: StorageStatusFile?
 
-    init(logger: Logger = .disabled, statusFile: StorageStatusFile? = nil) {
+    init(logger: AgentLogger = .disabled, statusFile: StorageStatusFile? = nil) {
         self.logger = logger
         self.statusFile = statusFile
         statusFile?.write(StorageStatus())

@@ -4,23 +4,23 @@ import JSON
 /// and `setProperties`.
 public final class DeviceControl: Sendable {
     public let deviceId: String
-    private let agent: Agent?
+    private let agent: Agent
 
-    /// Uses `agent`, or `Agent.shared` when nil.
-    public init(deviceId: String, agent: Agent? = nil) {
+    /// Commands to `deviceId` through `agent` (also `agent.deviceControl(deviceId:)`).
+    public init(deviceId: String, agent: Agent) {
         self.deviceId = deviceId
-        self.agent = agent ?? Agent.shared
+        self.agent = agent
     }
 
     /// The properties last reported by the device, from the cache (a set changes them only once the device
     /// reports the new values).
     public var properties: PropertyTable {
-        agent?.cache.device(deviceId)?.properties ?? PropertyTable()
+        agent.cache.device(deviceId)?.properties ?? PropertyTable()
     }
 
     /// The model that checks this device's sets; nil when none is known (sets are then not checked).
     public var thingModel: ThingModel? {
-        agent?.thingModel(for: deviceId)
+        agent.thingModel(for: deviceId)
     }
 
     /// Checks the values against the thing model, publishes them and waits for the device's answer.
@@ -28,7 +28,6 @@ public final class DeviceControl: Sendable {
     @discardableResult
     public func setProperties(_ values: [String: JSONValue], timeout: Duration? = nil,
                               force: Bool = false) async throws(RequestError) -> Response {
-        guard let agent else { throw .notSent(reason: "no agent: pass one or set Agent.shared") }
-        return try await agent.setProperties(deviceId: deviceId, values, timeout: timeout, force: force)
+        try await agent.setProperties(deviceId: deviceId, values, timeout: timeout, force: force)
     }
 }

@@ -9,6 +9,13 @@ extension DeviceMetadata {
             ("metaUpdatedAt", updatedAt.map(JSONValue.integer) ?? .null),
         ])
     }
+
+    /// The metadata from its `json` form (an API answer); nil when it is not one.
+    public init?(json: JSONValue) {
+        guard let object = json.objectValue, let warning = object["offlineWarning"]?.boolValue else { return nil }
+        self.init(name: object["name"]?.stringValue, room: object["room"]?.stringValue, icon: object["icon"]?.stringValue,
+                  offlineWarning: warning, updatedAt: object["metaUpdatedAt"]?.int64Value)
+    }
 }
 
 extension DeviceSnapshot {
@@ -78,7 +85,6 @@ extension Agent {
             throw RequestError.notSent(reason: "\(error)")
         }
         try writer.remove(deviceId, now: Timestamp.now())
-        offlineWatch.forget(deviceId)
         // At once rather than at the flusher's next batch: the CLI exits right after.
         try writer.flush()
     }

@@ -68,6 +68,7 @@ public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownDevice(String)
     case unknownGroup(String)
     case groupExists(String)
+    case unknownNetwork(String, ssid: String)
     case invalid(String)
 
     public var description: String {
@@ -75,6 +76,7 @@ public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownDevice(let id): "unknown device '\(id)': it is not in the cache"
         case .unknownGroup(let name): "no group named '\(name)'"
         case .groupExists(let name): "a group named '\(name)' already exists"
+        case .unknownNetwork(let id, let ssid): "\(id) has no backup network '\(ssid)'"
         case .invalid(let why): why
         }
     }
@@ -356,18 +358,7 @@ public final class LocalStore: Sendable {
     /// group memberships and backup networks. Returns whether it had a cached row.
     @discardableResult
     public func deleteDevice(_ id: String) throws -> Bool {
-        try withDatabase { db in try Self.deleteDevice(id, in: db) }
-    }
-
-    static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
-        try db.transaction(.immediate) {
-            try db.run("DELETE FROM devices WHERE dev_id = ?", [.text(id)])
-            let existed = db.changes > 0
-            try db.run("DELETE FROM device_meta WHERE dev_id = ?", [.text(id)])
-            try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(id)])
-            try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(id)])
-            return existed
-        }
+        try withDatabase { db in try CacheSchema.deleteDevice(id, in: db) }
     }
 
     private func validate(_ devices: [String]) throws {

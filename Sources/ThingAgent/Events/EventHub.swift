@@ -39,13 +39,6 @@ public final class EventHub: Sendable {
 
     public init() {}
 
-    /// A hub that has stopped: its streams end at once (for managers without an agent).
-    static let finished: EventHub = {
-        let hub = EventHub()
-        hub.finishAll()
-        return hub
-    }()
-
     /// Whether anyone listens; the receive path builds no events when nobody does.
     var hasListeners: Bool { registered.load(ordering: .relaxed) > 0 }
 

@@ -38,6 +38,17 @@ final class APIQueue: Sendable {
     }
 }
 
+extension EditError {
+    /// The API's code for it: 400 a bad value, 404 an unknown device, group or network, 409 a name taken.
+    var apiCode: Int {
+        switch self {
+        case .invalid: 400
+        case .unknownDevice, .unknownGroup, .unknownNetwork: 404
+        case .groupExists: 409
+        }
+    }
+}
+
 /// A request the API cannot answer: `code` is HTTP-like (400 bad request, 404 unknown device or method,
 /// 409 conflict, 503 the agent cannot do it now).
 struct APIError: Error {
@@ -52,7 +63,7 @@ struct APIError: Error {
 
 extension Agent {
     /// The methods the API answers.
-    public static let apiMethods = ["info", "devices", "set", "edit", "remove", "detail", "health"]
+    public static let apiMethods = ["info", "devices", "set", "edit", "group", "network", "remove", "detail", "health"]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
     /// devices or the broker, so they run beside the loop (a slow device never holds up an `info`).
@@ -164,18 +175,12 @@ extension Agent {
             let outcome = await sendPropertySet(deviceId: id, values, timeout: timeout,
                                                 force: request["force"]?.boolValue ?? false)
             return (.object(outcome.json), [:])
-        case "edit":
-            let (id, _) = try known()
-            var edit = DeviceEdit()
-            edit.name = request["name"]?.stringValue
-            edit.room = request["room"]?.stringValue
-            edit.icon = request["icon"]?.stringValue
-            edit.offlineWarning = request["offlineWarning"]?.boolValue
-            guard !edit.isEmpty else { throw APIError(400, "nothing to edit: give name, room, icon or offlineWarning") }
+        case "edit", "group", "network":
             do {
-                return (.object(try self.edit(id, edit).json), [:])
+                guard let change = try LocalChange(method: method, request: request) else { throw APIError(404, method) }
+                return (try requireLocal().apply(change) { self.cache.device($0) != nil }, [:])
             } catch let error as EditError {
-                throw APIError(400, error.description)
+                throw APIError(error.apiCode, error.description)
             }
         case "remove":
             let (id, _) = try known()

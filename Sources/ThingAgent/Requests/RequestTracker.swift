@@ -76,12 +76,16 @@ final class RequestTracker: Sendable {
     /// Waits for the outcome of `msgId`: its answer (whatever its code), a timeout, not sent, or cancelled.
     /// The timeout counts from this call; cancelling the calling task ends the request as `.cancelled`.
     func wait(for msgId: String, timeout: Duration) async -> Outcome {
-        let timer = Task { [weak self] in
-            try await Task.sleep(for: timeout)
-            self?.end(msgId) { .failure(.timeout(deviceId: $0.deviceId, request: $0.kind.rawValue, seconds: timeout.seconds)) }
+        await withTimeout(timeout) {
+            await self.outcome(of: msgId)
+        } expire: {
+            self.end(msgId) { .failure(.timeout(deviceId: $0.deviceId, request: $0.kind.rawValue, seconds: timeout.seconds)) }
         }
-        defer { timer.cancel() }
-        return await withTaskCancellationHandler {
+    }
+
+    /// Parks until `msgId` has its outcome; cancelling the calling task ends the request as `.cancelled`.
+    private func outcome(of msgId: String) async -> Outcome {
+        await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let ready: Outcome? = state.withLock { state in
                     guard var pending = state.pending[msgId] else { return .failure(.cancelled) }
@@ -169,7 +173,7 @@ extension RequestError {
 }
 
 extension Duration {
-    var seconds: Double {
+    package var seconds: Double {
         let (s, atto) = components
         return Double(s) + Double(atto) / 1e18
     }

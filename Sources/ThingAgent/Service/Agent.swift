@@ -7,9 +7,13 @@ import Synchronization
 /// The service: keeps the device cache current from the broker, tells listeners what changed, and sends requests.
 ///
 /// `init` opens the cache and loads it, so `cache` answers before the broker is even reached. `run()` connects,
-/// subscribes and works until its task is cancelled, then stops gracefully.
+/// subscribes and works until its task is cancelled, then stops gracefully: it owns ingest, journal, flusher,
+/// timers and the API, as a swift-service-lifecycle `Service` owns its work.
+///
+/// Within the package the same type also serves the CLI's short-lived roles (`Role`), started and stopped by
+/// hand; a library user sees the service alone.
 public final class Agent: Sendable {
-    public enum Role: Sendable {
+    package enum Role: Sendable {
         /// The daemon: subscribes to every device topic, announces itself, keeps the cache.
         case service
         /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers and for the
@@ -20,10 +24,10 @@ public final class Agent: Sendable {
     }
 
     public let configuration: AgentConfiguration
-    public let role: Role
+    package let role: Role
     public let cache: DeviceCache
     public let events: EventHub
-    public let logger: Logger
+    public let logger: AgentLogger
     /// The thing models that check property sets, loaded from `modelsDirectory` at init (and at `reload()`).
     public var models: ThingModels { reloadable.withLock { $0.models } }
     /// What `reload()` replaces: read at init, swapped whole on a reload.
@@ -58,8 +62,15 @@ public final class Agent: Sendable {
     /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
     /// `shouldStop` is asked while a big cache loads and the journal replays: true ends `init` with
     /// `StartUpInterrupted`, having written nothing (a SIGTERM during start-up).
-    public init(configuration: AgentConfiguration, role: Role = .service, logger: Logger = .disabled,
-                lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+    public convenience init(configuration: AgentConfiguration, logger: AgentLogger = .disabled, lockCache: Bool = false,
+                            shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+        try self.init(configuration: configuration, role: .service, logger: logger, lockCache: lockCache,
+                      shouldStop: shouldStop)
+    }
+
+    /// The service, or one of the CLI's roles.
+    package init(configuration: AgentConfiguration, role: Role, logger: AgentLogger = .disabled,
+                 lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
@@ -77,7 +88,7 @@ public final class Agent: Sendable {
             let database = configuration.database
             let opened: CacheStore
             if lockCache {
-                (cacheLock, opened) = try CacheLock.lockThenOpen(cache: database) { try CacheStore(path: database) }
+                (cacheLock, opened) = try CacheLock.lockThenOpen(cache: database, owner: configuration.clientID) { try CacheStore(path: database) }
             } else {
                 opened = try CacheStore(path: database)
                 cacheLock = nil
@@ -111,20 +122,21 @@ public final class Agent: Sendable {
         self.integration = integration
         // Only the daemon warns, and it keeps its warnings in the file so that a restart neither loses nor repeats one.
         let alerts = role == .service ? local.map(OfflineAlertStore.init) : nil
-        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events, store: alerts,
+        offlineWatch = OfflineWatch(grace: configuration.offlineGracePeriod, hub: events, store: alerts,
                                     logger: logger) { device in
             local?.offlineWarningEnabled(device) ?? true
         }
-        transferWatch = TransferWatch(stallTimeout: .seconds(configuration.transferStallTimeout), writer: writer,
+        transferWatch = TransferWatch(stallTimeout: configuration.transferStallTimeout, writer: writer,
                                       topics: topics, watchesAll: role == .service, logger: logger)
         let apiQueue = role == .service && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
         self.apiQueue = apiQueue
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
         if let apiQueue { elsewhere = { message in apiQueue.accept(message) } }
-        let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker,
-                                offline: role == .service ? offlineWatch : nil,
-                                transfers: role == .observer ? nil : transferWatch, logger: logger,
+        // The writer tells the watches what it applied, whoever caused it.
+        if role == .service { writer.watches.add(offlineWatch) }
+        if role != .observer { writer.watches.add(transferWatch) }
+        let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, limits: IngestLimits(configuration))
         self.ingestor = ingestor
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
@@ -140,7 +152,7 @@ public final class Agent: Sendable {
             let fileCheck = CacheFileCheck(path: configuration.database, writer: writer, local: local)
             check = { fileCheck.run() }
         }
-        flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
+        flusher = CacheFlusher(writer: writer, interval: configuration.flushInterval, report: report,
                                check: check, logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
         let replayed = try writer.replayJournal(shouldStop: shouldStop) { ingestor.replay($0) }
@@ -188,7 +200,7 @@ public final class Agent: Sendable {
     public var connectionState: MQTTConnectionState { client.state }
 
     /// Connects and subscribes. Throws a clear error when the broker cannot be used.
-    public func start() async throws {
+    package func start() async throws {
         flusher.start()
         try await client.connect()
         let filters: [(String, QoS)] = switch role {
@@ -250,7 +262,7 @@ public final class Agent: Sendable {
     /// Runs the agent's timers until the calling task is cancelled: offline warnings (the daemon) and the end of
     /// stalled gateway transfers (the daemon for every gateway, a requester for the gateways it follows).
     /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
-    public func runTimers() async {
+    package func runTimers() async {
         await withDiscardingTaskGroup { group in
             if role == .service { group.addTask { await self.offlineWatch.run() } }
             if role != .observer { group.addTask { await self.transferWatch.run() } }
@@ -263,7 +275,7 @@ public final class Agent: Sendable {
     /// Makes a requester receive more of `deviceId`'s reports than the answers it waits for: it subscribes to the
     /// device's topics for `kinds` and keeps what they carry in its cache (`.transfer`: gateway-transfer progress,
     /// which a requester that started a transfer needs). The daemon and observers already receive everything.
-    public func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
+    package func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
         guard role == .requester else { return }
         guard DeviceID.isValid(deviceId) else {
             throw RequestError.unsupported(deviceId: deviceId, reason: "not a valid device id")
@@ -289,17 +301,18 @@ public final class Agent: Sendable {
     }
 
     private func startWhenBrokerIsUp() async throws {
-        var delay = max(0.1, configuration.reconnectMinDelay)
+        let floor = Duration.milliseconds(100)
+        var delay = max(floor, configuration.reconnectMinDelay)
         while true {
             do {
                 return try await start()
             } catch let error as MQTTError where role == .service && Self.isTransient(error) {
                 let what = error.kind == .connectionRefused || error.kind == .timeout
                     ? "broker not reachable" : "connection lost while starting"
-                logger.warning("\(what); retrying in \(String(format: "%.1f", delay)) s",
+                logger.warning("\(what); retrying in \(String(format: "%.1f", delay.seconds)) s",
                                metadata: ["broker": configuration.broker, "error": "\(error)"])
-                try await Task.sleep(for: .seconds(delay))
-                delay = min(max(configuration.reconnectMaxDelay, 0.1), delay * 2)
+                try await Task.sleep(for: delay)
+                delay = min(max(configuration.reconnectMaxDelay, floor), delay * 2)
             }
         }
     }
@@ -311,24 +324,18 @@ public final class Agent: Sendable {
     }
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
-    public func stop() async {
+    package func stop() async {
         ingestor.stopWaiting()
         if role == .service, client.state == .connected {
             // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a
             // backlog of messages to the agent (seen taking 2 s), and the announcement goes out before the
             // DISCONNECT either way (the SIGTERM-under-load test checks it arrives). Disconnecting fails the wait.
             let client = client, topic = configuration.announceTopic
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    try? await client.publish(topic, payload: Self.announcement(online: false), qos: .atLeastOnce,
-                                              retain: true)
-                }
-                group.addTask {
-                    guard (try? await Task.sleep(for: .milliseconds(200))) != nil else { return }
-                    await client.disconnect()
-                }
-                await group.next()
-                group.cancelAll()
+            await withTimeout(.milliseconds(200)) {
+                try? await client.publish(topic, payload: Self.announcement(online: false), qos: .atLeastOnce,
+                                          retain: true)
+            } expire: {
+                await client.disconnect()
             }
         }
         await client.disconnect()
@@ -407,7 +414,7 @@ public final class Agent: Sendable {
                     "topic": topic, "msgId": msgId])
             }
         }
-        var result = await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))
+        var result = await tracker.wait(for: msgId, timeout: timeout ?? configuration.requestTimeout)
         if case .success(let answer) = result, answer.code != 0 {
             result = .failure(.refused(code: answer.code, message: answer.message))
         }
@@ -431,16 +438,6 @@ public final class Agent: Sendable {
         return cache.device(deviceId)?.info ?? DeviceInfo(devId: deviceId)
     }
 
-    // MARK: shared instance
-
-    private static let sharedAgent = Mutex<Agent?>(nil)
-
-    /// The agent that SDK-style objects (`DeviceInfoManager(deviceId:)`) use when none is passed.
-    public static var shared: Agent? {
-        get { sharedAgent.withLock { $0 } }
-        set { sharedAgent.withLock { $0 = newValue } }
-    }
-
     // MARK: helpers
 
     static func announcement(online: Bool) -> [UInt8] {
@@ -450,23 +447,11 @@ public final class Agent: Sendable {
     }
 
     static func mqttConfiguration(_ config: AgentConfiguration, role: Role) -> MQTTConfiguration {
-        let clientID = role == .service
-            ? config.clientID
-            : "\(config.clientID)-cli-\(ProcessInfo.processInfo.processIdentifier)-\(UInt16.random(in: 0...UInt16.max))"
-        var mqtt = MQTTConfiguration(url: config.broker, clientID: clientID)
-        mqtt.username = config.username
-        mqtt.password = config.password
-        if config.caFile != nil || config.certFile != nil || config.keyFile != nil || !config.verifyHostname {
-            mqtt.tls = MQTTTLS(caFile: config.caFile, certFile: config.certFile, keyFile: config.keyFile,
-                               verifyHostname: config.verifyHostname)
-        }
-        mqtt.keepAlive = Int(config.keepAlive)
-        mqtt.protocolVersion = config.mqttVersion == "3.1.1" ? .v311 : .v5
+        let clientID = role == .service ? config.clientID : config.commandClientID
+        var mqtt = config.mqtt(clientID: clientID)
         let persistent = role == .service && config.persistentSession
         mqtt.cleanSession = !persistent
         if persistent, mqtt.protocolVersion == .v5 { mqtt.sessionExpiry = UInt32(config.sessionExpiry) }
-        mqtt.reconnectMinDelay = .seconds(config.reconnectMinDelay)
-        mqtt.reconnectMaxDelay = .seconds(config.reconnectMaxDelay)
         if role == .service {
             mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
                                  qos: .atLeastOnce, retain: true)

@@ -7,7 +7,7 @@ import Synchronization
 final class ConnectionLog: Sendable {
     private let broker: String
     private let clientID: String
-    private let logger: Logger
+    private let logger: AgentLogger
     /// Connected now.
     private let connected = Atomic<Bool>(false)
     /// Connections lost since start.
@@ -15,9 +15,9 @@ final class ConnectionLog: Sendable {
     /// When the current outage began (monotonic nanoseconds, 0 while connected or before the first connect).
     private let lostAtNanos = Atomic<UInt64>(0)
     /// Connects reported at info level: the daemon's, not every CLI command's.
-    private let connectLevel: Logger.Level
+    private let connectLevel: AgentLogger.Level
 
-    init(broker: String, clientID: String, logger: Logger, quiet: Bool) {
+    init(broker: String, clientID: String, logger: AgentLogger, quiet: Bool) {
         self.broker = broker
         self.clientID = clientID
         self.logger = logger

@@ -25,11 +25,9 @@ final class Ingestor: Sendable {
     let writer: CacheWriter
     let tracker: RequestTracker
     let counters = IngestCounters()
-    let logger: Logger
+    let logger: AgentLogger
     private let limiter = LogRateLimiter()
     private let decoder = PayloadDecoder()
-    private let offline: OfflineWatch?
-    private let transfers: TransferWatch?
     /// Takes messages on topics outside the device tree (the agent's API requests); true when taken.
     /// Consulted only after a topic failed to parse as a device topic, so device messages never pay for it.
     private let elsewhere: (@Sendable (MQTTMessage) -> Bool)?
@@ -45,16 +43,13 @@ final class Ingestor: Sendable {
     /// the network thread is then deliberately parked, not stuck, and the watchdog must go on being fed.
     private let holdHeartbeat = Atomic<UInt64>(0)
 
-    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, offline: OfflineWatch?,
-         transfers: TransferWatch?, logger: Logger, elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil,
-         limits: IngestLimits = IngestLimits()) {
+    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, logger: AgentLogger,
+         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil, limits: IngestLimits = IngestLimits()) {
         self.elsewhere = elsewhere
         self.limits = limits
         self.topics = topics
         self.writer = writer
         self.tracker = tracker
-        self.offline = offline
-        self.transfers = transfers
         self.logger = logger
     }
 
@@ -207,7 +202,6 @@ final class Ingestor: Sendable {
             do {
                 if try writer.remove(device, now: now, raw: raw) {
                     counters.countApplied()
-                    offline?.forget(device)
                     logger.info("device removed", metadata: ["device": device])
                 } else {
                     counters.countUnchanged()
@@ -246,8 +240,6 @@ final class Ingestor: Sendable {
                     logger.warning("a gateway reported a finished transfer this agent did not start; no sub-device moved",
                                    metadata: ["gateway": device, "target": target])
                 }
-                if let online = changes.status { offline?.statusChanged(device, online: online, now: now) }
-                if let transfer = changes.transfer { transfers?.transferChanged(transfer) }
             case .unchanged:
                 counters.countUnchanged()
             }

@@ -13,7 +13,7 @@ final class OfflineWatch: Sendable {
     let grace: Duration
     private let hub: EventHub
     private let store: OfflineAlertStore?
-    private let logger: Logger
+    private let logger: AgentLogger
 
     private struct State {
         /// Devices offline now (as far as the watch knows), with the agent time they went offline.
@@ -28,7 +28,7 @@ final class OfflineWatch: Sendable {
     /// Asked (off the receive path, when a warning is due) whether the device's offline-warning switch is on.
     private let isEnabled: @Sendable (String) -> Bool
 
-    init(grace: Duration, hub: EventHub, store: OfflineAlertStore? = nil, logger: Logger = .disabled,
+    init(grace: Duration, hub: EventHub, store: OfflineAlertStore? = nil, logger: AgentLogger = .disabled,
          isEnabled: @escaping @Sendable (String) -> Bool = { _ in true }) {
         self.grace = grace
         self.hub = hub

@@ -9,7 +9,7 @@ final class TransferWatch: Sendable {
     let stallTimeout: Duration
     private let writer: CacheWriter
     private let topics: Topics
-    private let logger: Logger
+    private let logger: AgentLogger
     private struct State {
         var watchesAll: Bool
         var followed: Set<String> = []
@@ -18,7 +18,7 @@ final class TransferWatch: Sendable {
     }
     private let state: Mutex<State>
 
-    init(stallTimeout: Duration, writer: CacheWriter, topics: Topics, watchesAll: Bool, logger: Logger) {
+    init(stallTimeout: Duration, writer: CacheWriter, topics: Topics, watchesAll: Bool, logger: AgentLogger) {
         self.stallTimeout = stallTimeout
         self.writer = writer
         self.topics = topics
@@ -51,6 +51,11 @@ final class TransferWatch: Sendable {
             guard state.watchesAll || state.followed.contains(info.sourceDeviceId) else { return }
             state.running[info.sourceDeviceId] = info.status.isIdle ? nil : info.updatedAt
         }
+    }
+
+    /// A removed gateway has no transfer left to judge.
+    func forgetGateway(_ gateway: String) {
+        state.withLock { _ = $0.running.removeValue(forKey: gateway) }
     }
 
     /// Fails the transfers that stalled; returns the ones it ended.

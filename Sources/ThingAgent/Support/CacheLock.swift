@@ -4,8 +4,9 @@ import Glibc
 #endif
 
 /// One daemon per cache file: an exclusive `flock` on `<cache>.lock`, held for the daemon's lifetime (the kernel
-/// drops it when the process ends, however it ends, so a crash leaves no stale lock). The file stays empty and is
-/// never rewritten: the holder's pid comes from /proc/locks.
+/// drops it when the process ends, however it ends, so a crash leaves no stale lock). The holder's pid comes from
+/// /proc/locks; the file holds the MQTT client id of the daemon that holds it (so that a CLI command can send its
+/// writes to that daemon's API), or nothing while a CLI command holds it for a write of its own.
 public final class CacheLock: Sendable {
     public let path: String
     private let descriptor: Int32
@@ -14,6 +15,8 @@ public final class CacheLock: Sendable {
         public let cache: String
         public let lockFile: String
         public let holder: Int32?
+        /// The client id of the daemon that holds the lock; nil when a CLI command holds it (or it is unreadable).
+        public let owner: String?
         public var description: String {
             let who = holder.map { "the daemon with pid \($0)" } ?? "another daemon"
             return "the cache \(cache) is in use by \(who) (lock \(lockFile)); one daemon per cache file"
@@ -30,12 +33,13 @@ public final class CacheLock: Sendable {
     /// is refused before it touches the file. Where the lock file cannot be made (a missing or read-only
     /// directory) the cache could not be opened either, and `open`'s error names the cause in the words used for the
     /// cache; a lock file made here for a cache that is then refused is removed, leaving the directory as it was.
-    public static func lockThenOpen<Opened>(cache: String, _ open: () throws -> Opened) throws -> (CacheLock, Opened) {
+    public static func lockThenOpen<Opened>(cache: String, owner: String? = nil, _ open: () throws -> Opened) throws
+        -> (CacheLock, Opened) {
         let lockFile = path(forCache: cache)
         let making = access(lockFile, F_OK) != 0
         let lock: CacheLock
         do {
-            lock = try CacheLock(cache: cache)
+            lock = try CacheLock(cache: cache, owner: owner)
         } catch let failed as Failed {
             _ = try open()
             throw failed
@@ -51,8 +55,9 @@ public final class CacheLock: Sendable {
     /// The lock file's path for a cache file.
     public static func path(forCache cache: String) -> String { cache + ".lock" }
 
-    /// Takes the lock at once or throws `Held` (naming the holder's pid when /proc/locks tells it).
-    public init(cache: String) throws {
+    /// Takes the lock at once or throws `Held` (naming the holder's pid when /proc/locks tells it). `owner` (the
+    /// daemon's client id) is written into the file for as long as the lock is held; nil leaves it empty.
+    public init(cache: String, owner: String? = nil) throws {
         path = Self.path(forCache: cache)
         // 0600 whatever the umask: the file is beside the cache, whose neighbours are private too.
         let fd = PrivateFiles.open(path, flags: O_RDWR)
@@ -60,11 +65,26 @@ public final class CacheLock: Sendable {
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
             let holder = Self.holder(of: fd)
+            let owner = Self.owner(of: fd)
             close(fd)
-            if code == EWOULDBLOCK { throw Held(cache: cache, lockFile: path, holder: holder) }
+            if code == EWOULDBLOCK { throw Held(cache: cache, lockFile: path, holder: holder, owner: owner) }
             throw Failed(lockFile: path, reason: String(cString: strerror(code)))
         }
+        let text = Array((owner ?? "").utf8)
+        guard ftruncate(fd, 0) == 0, text.isEmpty || pwrite(fd, text, text.count, 0) == text.count else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw Failed(lockFile: path, reason: reason)
+        }
         descriptor = fd
+    }
+
+    /// What the holder wrote into the file (its client id); nil when empty or unreadable.
+    private static func owner(of fd: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        let count = pread(fd, &buffer, buffer.count, 0)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count], as: UTF8.self)
     }
 
     /// The pid /proc/locks gives for the FLOCK on the file `fd` is open on (`1: FLOCK ADVISORY WRITE 812 08:01:1234

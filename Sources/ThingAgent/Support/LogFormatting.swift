@@ -6,17 +6,17 @@ import Synchronization
 final class LogThreshold: Sendable {
     private let raw: Atomic<Int>
 
-    init(_ level: Logger.Level) {
+    init(_ level: AgentLogger.Level) {
         raw = Atomic(level.rawValue)
     }
 
-    var level: Logger.Level {
-        get { Logger.Level(rawValue: raw.load(ordering: .relaxed)) ?? .info }
+    var level: AgentLogger.Level {
+        get { AgentLogger.Level(rawValue: raw.load(ordering: .relaxed)) ?? .info }
         set { raw.store(newValue.rawValue, ordering: .relaxed) }
     }
 }
 
-extension Logger.Level {
+extension AgentLogger.Level {
     /// The syslog priority of sd-daemon(3) (`<N>` prefixes) and journald (`journalctl -p`).
     public var syslogPriority: Int {
         switch self {

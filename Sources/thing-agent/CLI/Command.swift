@@ -87,11 +87,17 @@ extension Command {
     static func applyTimeout(_ arguments: ParsedArguments, to configuration: inout AgentConfiguration) throws {
         guard let timeout = arguments.value("timeout") else { return }
         guard let seconds = InputBounds.seconds(timeout) else { throw CommandFailure.badSeconds("timeout") }
-        configuration.requestTimeout = seconds
+        configuration.requestTimeout = .seconds(seconds)
     }
 }
 
 extension RequestError {
+    /// The description with what the command line can do about it (the library's names its own parameter).
+    var commandLineDescription: String {
+        if case .deviceOffline(let id) = self { return "device \(id) is offline; nothing was sent (use --force to send anyway)" }
+        return description
+    }
+
     var exitCode: ExitCode {
         switch self {
         case .deviceOffline: .offline

@@ -44,8 +44,7 @@ enum CommonOptions {
         return configuration
     }
 
-    static func logger(_ configuration: AgentConfiguration, label: String = "thing-agent") -> Logger {
-        Logger(label: label, level: Logger.Level(name: configuration.logLevel) ?? .info,
-               sink: .standardError(format: LogSink.Format(rawValue: configuration.logFormat) ?? .text))
+    static func logger(_ configuration: AgentConfiguration, label: String = "thing-agent") -> AgentLogger {
+        AgentLogger(label: label, level: configuration.logLevel, handler: configuration.logFormat.standardErrorHandler())
     }
 }

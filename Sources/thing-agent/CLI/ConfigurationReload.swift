@@ -6,10 +6,10 @@ import ThingAgent
 /// the part it would replace; the daemon never ends on a reload.
 final class ConfigurationReload: Sendable {
     private let arguments: ParsedArguments
-    private let logger: Logger
+    private let logger: AgentLogger
     private let agent = Mutex<Agent?>(nil)
 
-    init(arguments: ParsedArguments, logger: Logger) {
+    init(arguments: ParsedArguments, logger: AgentLogger) {
         self.arguments = arguments
         self.logger = logger
     }
@@ -31,7 +31,7 @@ final class ConfigurationReload: Sendable {
             logger.error("received SIGHUP; nothing reloaded: \(error)")
             return
         }
-        let level = Logger.Level(name: configuration.logLevel) ?? .info
+        let level = configuration.logLevel
         // First, so that what the reload says is logged at the level it asked for.
         logger.changeSharedLevel(to: level)
         let report = agent.reload(configuration)

@@ -7,14 +7,14 @@ import ThingAgent
 /// `$WATCHDOG_USEC` while the receive path and the flusher are alive. Does nothing outside systemd.
 final class SystemdSupervision: Sendable {
     let notifier: SystemdNotifier
-    private let logger: Logger
+    private let logger: AgentLogger
     private let stopped = Atomic<Bool>(false)
     /// How often STATUS= is refreshed (only sent when it changed).
     private static let statusInterval: Duration = .seconds(5)
     /// A thread that has not gone round its loop for this long (or one watchdog interval, if longer) is stuck.
     private static let stuckAfter: Duration = .seconds(5)
 
-    init(notifier: SystemdNotifier = SystemdNotifier(), logger: Logger) {
+    init(notifier: SystemdNotifier = SystemdNotifier(), logger: AgentLogger) {
         self.notifier = notifier
         self.logger = logger
     }

@@ -3,7 +3,8 @@ import JSON
 import ThingAgent
 
 extension Command {
-    /// Opens the local store of the cache file (edits, groups, networks), which must exist.
+    /// Opens the local store of the cache file (edits, groups, networks), which must exist, for writing: only while
+    /// holding the cache's lock (`apply`).
     static func openLocal(_ configuration: AgentConfiguration) throws -> LocalStore {
         try openExisting(configuration, verb: "open") { try LocalStore(path: $0) }
     }
@@ -41,11 +42,13 @@ enum EditCommand: Command {
             OptionSpec(name: "icon", valueName: "URL", help: "icon URL (\"\" clears it)"),
             OptionSpec(name: "offline-warning", valueName: "on|off", help: "warn when the device stays offline"),
             OptionSpec(name: "json", valueName: nil, help: "print the metadata as JSON"),
+            daemonTimeoutOption,
         ] + CommonOptions.options,
         discussion: """
             Kept in the cache file (table device_meta), apart from what the device reports: a later info report
-            does not overwrite the local name. Works with or without the daemon; the daemon reads it from the
-            file whenever it needs it. Without any option, prints the current metadata.
+            does not overwrite the local name. While the daemon runs, the edit goes to it (its API's edit method),
+            so its answers show it at once; without a daemon the command writes the file itself. Without any
+            option, prints the current metadata.
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -53,7 +56,8 @@ enum EditCommand: Command {
         guard arguments.positionals.count == 1 else {
             throw CommandFailure(code: .usage, message: "edit takes one DEVICE\nUsage: \(spec.usage)")
         }
-        let configuration = try CommonOptions.configuration(arguments)
+        var configuration = try CommonOptions.configuration(arguments)
+        try applyTimeout(arguments, to: &configuration)
         var edit = DeviceEdit(name: arguments.value("name"), room: arguments.value("room"), icon: arguments.value("icon"))
         if let warning = arguments.value("offline-warning") {
             switch warning {
@@ -62,9 +66,17 @@ enum EditCommand: Command {
             default: throw CommandFailure(code: .usage, message: "--offline-warning takes on or off")
             }
         }
-        let local = try openLocal(configuration)
         let snapshot = try requireKnown(device, configuration)
-        let metadata = try editing { edit.isEmpty ? try local.metadata(device) : try local.edit(device, edit) }
+        let metadata: DeviceMetadata
+        if edit.isEmpty {
+            metadata = try editing { try readLocal(configuration).metadata(device) }
+        } else {
+            let answer = try await apply(.edit(device: device, edit), configuration)
+            guard let applied = DeviceMetadata(json: answer) else {
+                throw CommandFailure(code: .failure, message: "the edit gave no metadata back: \(answer.serialized())")
+            }
+            metadata = applied
+        }
         if arguments.has("json") {
             Format.printJSON(.object(metadata.json))
         } else {
@@ -86,29 +98,43 @@ enum RemoveCommand: Command {
     static let spec = CommandSpec(
         name: "remove",
         summary: "remove a device: clear its retained topics, publish the unbind request, drop it from the cache",
-        usage: "thing-agent remove DEVICE [options]",
-        options: CommonOptions.options,
+        usage: "thing-agent remove DEVICE [--timeout S] [options]",
+        options: [daemonTimeoutOption] + CommonOptions.options,
         discussion: """
             Publishes empty retained messages on R/D/thing/status and R/D/thing/info, then {"msgId","time"} on
             R/D/thing/unbind (QoS 1), and deletes the device with its local metadata, group memberships and
-            backup networks from the cache file. A running daemon hears the unbind and forgets the device too.
-            A later message from the device makes it known again.
+            backup networks from the cache file. While the daemon runs, it does all of this (its API's remove
+            method); without a daemon the command does it. A later message from the device makes it known again.
 
             """ + ExitCode.table)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let device = try deviceArgument(arguments)
-        let configuration = try CommonOptions.configuration(arguments)
+        var configuration = try CommonOptions.configuration(arguments)
+        try applyTimeout(arguments, to: &configuration)
         _ = try requireKnown(device, configuration)
-        let agent = try await startAgent(configuration, role: .requester)
-        do {
-            try await agent.removeDevice(device)
-        } catch {
-            await agent.stop()
-            if let error = error as? RequestError { throw CommandFailure(code: .noBroker, message: error.description) }
-            throw CommandFailure(code: .failure, message: "\(error)")
+        switch try await writeAccess(configuration) {
+        case .daemon(let clientID):
+            do {
+                _ = try await DaemonAPI(configuration: configuration, daemon: clientID)
+                    .call("remove", JSONObject([("device", .string(device))]))
+            } catch let refusal as DaemonAPI.Refusal {
+                throw CommandFailure(code: refusal.code == 503 ? .noBroker : .failure, message: refusal.message)
+            }
+        case .here(let lock):
+            defer { withExtendedLifetime(lock) {} }
+            do {
+                let agent = try await startAgent(configuration, role: .requester)
+                do {
+                    try await agent.removeDevice(device)
+                } catch {
+                    await agent.stop()
+                    if let error = error as? RequestError { throw CommandFailure(code: .noBroker, message: error.description) }
+                    throw CommandFailure(code: .failure, message: "\(error)")
+                }
+                await agent.stop()
+            }
         }
-        await agent.stop()
         Console.out("\(device): removed (unbind published on \(configuration.topics.unbind(device)))")
         return .success
     }

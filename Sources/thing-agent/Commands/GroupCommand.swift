@@ -10,16 +10,20 @@ enum GroupCommand: Command {
             thing-agent group list [--json] | create NAME [DEVICE...] | delete NAME | add NAME DEVICE... \
             | remove NAME DEVICE... [options]
             """,
-        options: [OptionSpec(name: "json", valueName: nil, help: "print JSON")] + CommonOptions.options,
-        discussion: "Groups live in the cache file (device_groups, group_members); devices must be in the cache.")
+        options: [OptionSpec(name: "json", valueName: nil, help: "print JSON"), daemonTimeoutOption]
+            + CommonOptions.options,
+        discussion: """
+            Groups live in the cache file (device_groups, group_members); devices must be in the cache. While the
+            daemon runs, changes go to it (its API's group method); without a daemon the command writes the file.
+            """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let words = arguments.positionals
         guard let action = words.first else {
             throw CommandFailure(code: .usage, message: "missing an action\nUsage: \(spec.usage)")
         }
-        let configuration = try CommonOptions.configuration(arguments)
-        let local = try openLocal(configuration)
+        var configuration = try CommonOptions.configuration(arguments)
+        try applyTimeout(arguments, to: &configuration)
         let name = words.count > 1 ? words[1] : nil
         let devices = Array(words.dropFirst(2))
         func needName() throws -> String {
@@ -31,12 +35,9 @@ enum GroupCommand: Command {
         }
         switch action {
         case "list":
-            let groups = try local.groups()
+            let groups = try editing { try readLocal(configuration).groups() }
             if arguments.has("json") {
-                Format.printJSON(.array(groups.map { group in
-                    .object(JSONObject([("name", .string(group.name)), ("devices", .array(group.devices.map(JSONValue.string))),
-                                        ("createdAt", .integer(group.createdAt))]))
-                }))
+                Format.printJSON(.array(groups.map(\.json)))
             } else if groups.isEmpty {
                 Console.out("no groups")
             } else {
@@ -45,22 +46,19 @@ enum GroupCommand: Command {
         case "create":
             let name = try needName()
             try knownDevices()
-            let group = try editing { try local.createGroup(name, devices: devices) }
-            Console.out("group \(group.name) created with \(group.devices.count) device(s)")
+            let group = DeviceGroup(json: try await apply(.createGroup(name, devices: devices), configuration))
+            Console.out("group \(name) created with \(group?.devices.count ?? devices.count) device(s)")
         case "delete":
             let name = try needName()
-            guard try local.deleteGroup(name) else { throw CommandFailure(code: .failure, message: "no group named '\(name)'") }
+            _ = try await apply(.deleteGroup(name), configuration)
             Console.out("group \(name) deleted")
         case "add", "remove":
             let name = try needName()
             guard !devices.isEmpty else { throw CommandFailure(code: .usage, message: "missing DEVICE\nUsage: \(spec.usage)") }
-            if action == "add" {
-                try knownDevices()
-                try editing { try local.addToGroup(name, devices: devices) }
-            } else {
-                try editing { try local.removeFromGroup(name, devices: devices) }
-            }
-            let group = try local.group(named: name)
+            if action == "add" { try knownDevices() }
+            let change: LocalChange = action == "add"
+                ? .addToGroup(name, devices: devices) : .removeFromGroup(name, devices: devices)
+            let group = DeviceGroup(json: try await apply(change, configuration))
             Console.out("group \(name): \(group?.devices.joined(separator: ",") ?? "")")
         default:
             throw CommandFailure(code: .usage, message: "unknown action '\(action)'\nUsage: \(spec.usage)")
@@ -78,10 +76,12 @@ enum NetworkCommand: Command {
         options: WifiPassword.options + [
             OptionSpec(name: "priority", valueName: "N", help: "higher is tried first (default 0)"),
             OptionSpec(name: "json", valueName: nil, help: "print JSON (passwords are never printed)"),
+            daemonTimeoutOption,
         ] + CommonOptions.options,
         discussion: """
             Kept in the cache file (backup_networks); the device must be in the cache. The file is created 0600
-            (only its owner reads it), since it holds these passwords in plain text.
+            (only its owner reads it), since it holds these passwords in plain text. While the daemon runs,
+            changes go to it (its API's network method); without a daemon the command writes the file.
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -89,17 +89,14 @@ enum NetworkCommand: Command {
         guard words.count >= 2 else { throw CommandFailure(code: .usage, message: "Usage: \(spec.usage)") }
         let action = words[0], device = words[1]
         guard DeviceID.isValid(device) else { throw CommandFailure(code: .usage, message: "'\(device)' is not a device id") }
-        let configuration = try CommonOptions.configuration(arguments)
-        let local = try openLocal(configuration)
+        var configuration = try CommonOptions.configuration(arguments)
+        try applyTimeout(arguments, to: &configuration)
         _ = try requireKnown(device, configuration)
         switch action {
         case "list":
-            let networks = try local.backupNetworks(device)
+            let networks = try editing { try readLocal(configuration).backupNetworks(device) }
             if arguments.has("json") {
-                Format.printJSON(.array(networks.map { network in
-                    .object(JSONObject([("ssid", .string(network.ssid)), ("priority", .integer(Int64(network.priority))),
-                                        ("hasPassword", .bool(network.password != nil)), ("addedAt", .integer(network.addedAt))]))
-                }))
+                Format.printJSON(.array(networks.map(\.json)))
             } else if networks.isEmpty {
                 Console.out("\(device): no backup networks")
             } else {
@@ -114,16 +111,12 @@ enum NetworkCommand: Command {
                 priority = value
             }
             let password = try WifiPassword.read(arguments)
-            try editing {
-                try local.addBackupNetwork(device, BackupNetwork(ssid: words[2], password: password,
-                                                                 priority: priority))
-            }
+            let network = BackupNetwork(ssid: words[2], password: password, priority: priority)
+            _ = try await apply(.addNetwork(device: device, network), configuration)
             Console.out("\(device): backup network \(words[2]) kept")
         case "remove":
             guard words.count == 3 else { throw CommandFailure(code: .usage, message: "missing SSID\nUsage: \(spec.usage)") }
-            guard try local.removeBackupNetwork(device, ssid: words[2]) else {
-                throw CommandFailure(code: .failure, message: "\(device) has no backup network '\(words[2])'")
-            }
+            _ = try await apply(.removeNetwork(device: device, ssid: words[2]), configuration)
             Console.out("\(device): backup network \(words[2]) removed")
         default:
             throw CommandFailure(code: .usage, message: "unknown action '\(action)'\nUsage: \(spec.usage)")

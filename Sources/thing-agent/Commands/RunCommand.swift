@@ -62,7 +62,6 @@ enum RunCommand: Command {
             return .failure
         }
         logger.info("cache loaded", metadata: ["devices": "\(agent.cache.count)", "db": configuration.database])
-        Agent.shared = agent
         reload.attach(agent)
         systemd.status("\(agent.cache.count) devices; waiting for the broker \(configuration.broker)")
 

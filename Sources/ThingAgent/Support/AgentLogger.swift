@@ -2,8 +2,17 @@ import Foundation
 import JSON
 import Synchronization
 
-/// A small logger shaped like swift-log's: levels, a label, metadata. Libraries take one; they never make one.
-public struct Logger: Sendable {
+/// Where the agent's log records go, shaped like swift-log's `LogHandler`: each record arrives whole (level,
+/// label, message, metadata), so an embedding app routes them to its own backend (swift-log, os_log, a test
+/// buffer). The daemon's output is two of them: `TextLogHandler` and `JSONLogHandler`.
+/// Called on the thread that logs, the receive path's included: hand the record on, do not block.
+public protocol AgentLogHandler: Sendable {
+    func log(level: AgentLogger.Level, label: String, message: String, metadata: AgentLogger.Metadata)
+}
+
+/// The logger the agent's parts take, shaped like swift-log's `Logger` (levels, a label, metadata) under a name of
+/// its own, so that an app using both never sees two `Logger`s. Libraries take one; they never make one.
+public struct AgentLogger: Sendable {
     public enum Level: Int, Sendable, Comparable, CaseIterable, CustomStringConvertible {
         case trace, debug, info, notice, warning, error, critical
 
@@ -36,13 +45,13 @@ public struct Logger: Sendable {
         set { threshold = LogThreshold(newValue) }
     }
     public var metadata: Metadata = [:]
-    private let sink: LogSink
+    public let handler: any AgentLogHandler
     private var threshold: LogThreshold
 
-    public init(label: String, level: Level = .info, sink: LogSink) {
+    public init(label: String, level: Level = .info, handler: any AgentLogHandler) {
         self.label = label
         self.threshold = LogThreshold(level)
-        self.sink = sink
+        self.handler = handler
     }
 
     /// Changes the level of this logger and of every copy made from it (SIGHUP's reload of `logLevel`: the
@@ -52,11 +61,11 @@ public struct Logger: Sendable {
     }
 
     /// A logger that discards everything (the default for library users who pass none).
-    public static let disabled = Logger(label: "disabled", level: .critical, sink: LogSink.discard)
+    public static let disabled = AgentLogger(label: "disabled", level: .critical, handler: DiscardingLogHandler())
 
     public func log(_ level: Level, _ message: @autoclosure () -> String, metadata extra: Metadata = [:]) {
         guard level >= logLevel else { return }
-        sink.write(level: level, label: label, message: message(), metadata: metadata.merging(extra) { $1 })
+        handler.log(level: level, label: label, message: message(), metadata: metadata.merging(extra) { $1 })
     }
 
     public func trace(_ message: @autoclosure () -> String, metadata: Metadata = [:]) { log(.trace, message(), metadata: metadata) }
@@ -68,53 +77,10 @@ public struct Logger: Sendable {
     public func critical(_ message: @autoclosure () -> String, metadata: Metadata = [:]) { log(.critical, message(), metadata: metadata) }
 }
 
-/// Where log lines go: text lines for people or JSON lines for machines, on stderr so journald keeps them.
-public struct LogSink: Sendable {
-    public enum Format: String, Sendable {
-        case text, json
-    }
-
-    private let write: @Sendable (String) -> Void
-    private let format: Format
-    /// Starts each line with sd-daemon(3)'s `<N>` priority, which journald turns into the entry's priority.
-    private let priorityPrefix: Bool
-
-    public init(format: Format, priorityPrefix: Bool = false, write: @escaping @Sendable (String) -> Void) {
-        self.format = format
-        self.priorityPrefix = priorityPrefix
-        self.write = write
-    }
-
-    /// Lines on stderr, with priority prefixes when stderr is connected to journald.
-    public static func standardError(format: Format) -> LogSink {
-        LogSink(format: format, priorityPrefix: Journald.isStandardError()) { line in
-            try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
-        }
-    }
-
-    public static let discard = LogSink(format: .text) { _ in }
-
-    /// RFC 3339 in UTC with its zone (`2026-12-01T09:08:21.123Z`).
-    private static let timeStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-
-    func write(level: Logger.Level, label: String, message: String, metadata: Logger.Metadata) {
-        let time = Date().formatted(Self.timeStyle)
-        let prefix = priorityPrefix ? "<\(level.syslogPriority)>" : ""
-        switch format {
-        case .text:
-            // One line per entry, and nothing in it a terminal would act on (device names and topics end up here).
-            let meta = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.terminalSafe())" }
-                .joined(separator: " ")
-            write("\(prefix)\(time) \(level) \(label): \(message.terminalSafe())\(meta.isEmpty ? "" : " " + meta)")
-        case .json:
-            var object = JSONObject([("time", .string(time)), ("level", .string(level.description)),
-                                     ("label", .string(label)), ("message", .string(message))])
-            for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
-                object[key] = LogValue.json(key: key, value)
-            }
-            write(prefix + JSONValue.object(object).serialized())
-        }
-    }
+/// Drops every record.
+public struct DiscardingLogHandler: AgentLogHandler {
+    public init() {}
+    public func log(level: AgentLogger.Level, label: String, message: String, metadata: AgentLogger.Metadata) {}
 }
 
 /// Lets a repeated complaint through at most once per interval per key (a topic), with a bounded memory.

@@ -1,0 +1,162 @@
+import JSON
+
+/// A change to what the cache file keeps locally (metadata, groups, backup networks): the one set of writes behind
+/// the CLI's `edit`, `group` and `network` and the API methods of the same names. The daemon applies it when it
+/// runs (the CLI sends it over the API); otherwise the CLI applies it itself, holding the cache's lock.
+public enum LocalChange: Sendable, Equatable {
+    case edit(device: String, DeviceEdit)
+    case createGroup(String, devices: [String])
+    case deleteGroup(String)
+    case addToGroup(String, devices: [String])
+    case removeFromGroup(String, devices: [String])
+    case addNetwork(device: String, BackupNetwork)
+    case removeNetwork(device: String, ssid: String)
+
+    /// The API method that carries it.
+    public var method: String {
+        switch self {
+        case .edit: "edit"
+        case .createGroup, .deleteGroup, .addToGroup, .removeFromGroup: "group"
+        case .addNetwork, .removeNetwork: "network"
+        }
+    }
+
+    /// The devices that must be known (in the cache) for the change to apply.
+    public var devices: [String] {
+        switch self {
+        case .edit(let device, _), .addNetwork(let device, _), .removeNetwork(let device, _): [device]
+        case .createGroup(_, let devices), .addToGroup(_, let devices): devices
+        case .deleteGroup, .removeFromGroup: []
+        }
+    }
+
+    /// The API request's fields (docs/details-and-integration.md, "The API over MQTT").
+    public var request: JSONObject {
+        func strings(_ values: [String]) -> JSONValue { .array(values.map(JSONValue.string)) }
+        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        switch self {
+        case .edit(let device, let edit):
+            var object = JSONObject([("device", .string(device))])
+            if let name = edit.name { object["name"] = .string(name) }
+            if let room = edit.room { object["room"] = .string(room) }
+            if let icon = edit.icon { object["icon"] = .string(icon) }
+            if let warning = edit.offlineWarning { object["offlineWarning"] = .bool(warning) }
+            return object
+        case .createGroup(let name, let devices):
+            return JSONObject([("action", "create"), ("name", .string(name)), ("devices", strings(devices))])
+        case .deleteGroup(let name):
+            return JSONObject([("action", "delete"), ("name", .string(name))])
+        case .addToGroup(let name, let devices):
+            return JSONObject([("action", "add"), ("name", .string(name)), ("devices", strings(devices))])
+        case .removeFromGroup(let name, let devices):
+            return JSONObject([("action", "remove"), ("name", .string(name)), ("devices", strings(devices))])
+        case .addNetwork(let device, let network):
+            return JSONObject([("action", "add"), ("device", .string(device)), ("ssid", .string(network.ssid)),
+                               ("password", optional(network.password)),
+                               ("priority", .integer(Int64(network.priority)))])
+        case .removeNetwork(let device, let ssid):
+            return JSONObject([("action", "remove"), ("device", .string(device)), ("ssid", .string(ssid))])
+        }
+    }
+
+    /// Reads a change from an API request of `method`; nil when the method carries no local change.
+    /// Missing or mistyped fields are `EditError.invalid`, naming the field.
+    public init?(method: String, request: JSONObject) throws(EditError) {
+        func string(_ key: String) throws(EditError) -> String {
+            guard let value = request[key]?.stringValue else { throw .invalid("'\(key)' is missing or not a string") }
+            return value
+        }
+        func devices() throws(EditError) -> [String] {
+            guard let value = request["devices"] else { return [] }
+            guard let items = value.arrayValue?.compactMap(\.stringValue), items.count == value.arrayValue?.count else {
+                throw .invalid("'devices' must be an array of device ids")
+            }
+            return items
+        }
+        switch method {
+        case "edit":
+            var edit = DeviceEdit()
+            edit.name = request["name"]?.stringValue
+            edit.room = request["room"]?.stringValue
+            edit.icon = request["icon"]?.stringValue
+            edit.offlineWarning = request["offlineWarning"]?.boolValue
+            guard !edit.isEmpty else { throw .invalid("nothing to edit: give name, room, icon or offlineWarning") }
+            self = .edit(device: try string("device"), edit)
+        case "group":
+            let name = try string("name")
+            switch try string("action") {
+            case "create": self = .createGroup(name, devices: try devices())
+            case "delete": self = .deleteGroup(name)
+            case "add": self = .addToGroup(name, devices: try devices())
+            case "remove": self = .removeFromGroup(name, devices: try devices())
+            case let other: throw .invalid("unknown group action '\(other)': create, delete, add or remove")
+            }
+        case "network":
+            let device = try string("device"), ssid = try string("ssid")
+            switch try string("action") {
+            case "add":
+                let priority = request["priority"].map { $0.int64Value.map(Int.init) } ?? 0
+                guard let priority else { throw .invalid("'priority' must be an integer") }
+                self = .addNetwork(device: device, BackupNetwork(ssid: ssid, password: request["password"]?.stringValue,
+                                                                 priority: priority))
+            case "remove": self = .removeNetwork(device: device, ssid: ssid)
+            case let other: throw .invalid("unknown network action '\(other)': add or remove")
+            }
+        default:
+            return nil
+        }
+    }
+}
+
+extension LocalStore {
+    /// Applies `change` and returns what it made, as the API answers it: the metadata for an edit, the group
+    /// for a group change, the device's networks for a network change. `isKnown` says whether a device is cached;
+    /// a change naming an unknown device is `EditError.unknownDevice` and changes nothing.
+    public func apply(_ change: LocalChange, isKnown: (String) -> Bool) throws -> JSONValue {
+        for device in change.devices where DeviceID.isValid(device) && !isKnown(device) {
+            throw EditError.unknownDevice(device)
+        }
+        switch change {
+        case .edit(let device, let edit):
+            return .object(try self.edit(device, edit).json)
+        case .createGroup(let name, let devices):
+            return try createGroup(name, devices: devices).json
+        case .deleteGroup(let name):
+            guard try deleteGroup(name) else { throw EditError.unknownGroup(name) }
+            return .object(JSONObject([("deleted", .string(name))]))
+        case .addToGroup(let name, let devices):
+            try addToGroup(name, devices: devices)
+            return try group(named: name)?.json ?? .null
+        case .removeFromGroup(let name, let devices):
+            try removeFromGroup(name, devices: devices)
+            return try group(named: name)?.json ?? .null
+        case .addNetwork(let device, let network):
+            try addBackupNetwork(device, network)
+            return .array(try backupNetworks(device).map(\.json))
+        case .removeNetwork(let device, let ssid):
+            guard try removeBackupNetwork(device, ssid: ssid) else { throw EditError.unknownNetwork(device, ssid: ssid) }
+            return .array(try backupNetworks(device).map(\.json))
+        }
+    }
+}
+
+extension DeviceGroup {
+    public var json: JSONValue {
+        .object(JSONObject([("name", .string(name)), ("devices", .array(devices.map(JSONValue.string))),
+                            ("createdAt", .integer(createdAt))]))
+    }
+
+    /// The group from its `json` form (an API answer).
+    public init?(json: JSONValue) {
+        guard let name = json["name"]?.stringValue, let devices = json["devices"]?.arrayValue else { return nil }
+        self.init(name: name, devices: devices.compactMap(\.stringValue), createdAt: json["createdAt"]?.int64Value ?? 0)
+    }
+}
+
+extension BackupNetwork {
+    /// Never with the password: whether there is one.
+    public var json: JSONValue {
+        .object(JSONObject([("ssid", .string(ssid)), ("priority", .integer(Int64(priority))),
+                            ("hasPassword", .bool(password != nil)), ("addedAt", .integer(addedAt))]))
+    }
+}

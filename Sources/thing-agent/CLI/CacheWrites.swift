@@ -1,0 +1,61 @@
+import Foundation
+import JSON
+import ThingAgent
+
+/// Who may write the cache file for a command: the daemon that holds its lock (the command sends its write to the
+/// daemon's API), or the command itself, holding the lock until it is done.
+enum CacheWriteAccess {
+    case daemon(clientID: String)
+    case here(CacheLock)
+}
+
+extension Command {
+    /// `--timeout S` for commands that may wait for the daemon's answer.
+    static var daemonTimeoutOption: OptionSpec {
+        OptionSpec(name: "timeout", valueName: "S", help: "seconds to wait for the daemon's answer (default 10)")
+    }
+
+    /// Finds out who writes the cache: a daemon holding the lock names itself in the lock file; another command
+    /// holding it for a moment is waited for (a few seconds at most).
+    static func writeAccess(_ configuration: AgentConfiguration) async throws -> CacheWriteAccess {
+        _ = try openExisting(configuration, verb: "open") { $0 }
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(5)
+        while true {
+            do {
+                return .here(try CacheLock(cache: configuration.database))
+            } catch let held as CacheLock.Held {
+                if let owner = held.owner, !owner.isEmpty { return .daemon(clientID: owner) }
+                guard clock.now < deadline else { throw CommandFailure(code: .failure, message: held.description) }
+                try await Task.sleep(for: .milliseconds(20))
+            } catch {
+                throw CommandFailure(code: .failure, message: "\(error)")
+            }
+        }
+    }
+
+    /// Applies a change to the local tables: through the daemon when one holds the cache (so its answers show the
+    /// change at once), else here under the lock. Returns what the change made, as the API answers it.
+    static func apply(_ change: LocalChange, _ configuration: AgentConfiguration) async throws -> JSONValue {
+        switch try await writeAccess(configuration) {
+        case .daemon(let clientID):
+            do {
+                return try await DaemonAPI(configuration: configuration, daemon: clientID)
+                    .call(change.method, change.request)
+            } catch let refusal as DaemonAPI.Refusal {
+                throw CommandFailure(code: refusal.code == 400 ? .usage : .failure, message: refusal.message)
+            }
+        case .here(let lock):
+            let local = try openLocal(configuration)
+            let reader = try openCache(configuration)
+            return try withExtendedLifetime(lock) {
+                try editing { try local.apply(change) { (try? reader.device($0)) != nil } }
+            }
+        }
+    }
+
+    /// Opens the local tables read-only (listing groups, networks, metadata).
+    static func readLocal(_ configuration: AgentConfiguration) throws -> LocalStore {
+        try openExisting(configuration, verb: "read") { try LocalStore(path: $0, readOnly: true) }
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import JSON
+import MQTT
+import Testing
+import TestSupport
+
+/// While the daemon runs it is the cache's only writer: the CLI's edits, groups, networks and removals go to it
+/// over its API, so its answers show them at once.
+@Suite("one writer: the CLI writes through the daemon", .serialized)
+struct OneWriterTests {
+    /// One request to the daemon's API with an MQTT client of the test's own, and its answer.
+    static func ask(_ harness: AgentHarness, _ method: String, _ request: JSONObject) async throws -> JSONValue {
+        let client = try MQTTClient(configuration: MQTTConfiguration(
+            url: harness.broker.url, clientID: "svc-\(UInt32.random(in: 0...UInt32.max))"))
+        try await client.connect()
+        let replies = client.messages
+        let replyTo = "thing-agent/replies/test/\(UInt32.random(in: 0...UInt32.max))"
+        try await client.subscribe(replyTo, qos: .atLeastOnce)
+        var payload = request
+        payload["replyTo"] = .string(replyTo)
+        try await client.publish("thing-agent/api/\(harness.clientID)/request/\(method)",
+                                 payload: JSONValue.object(payload).serializedBytes(), qos: .atLeastOnce)
+        var answer: JSONValue?
+        for await message in replies {
+            answer = try JSONParser.parse(message.payload)
+            break
+        }
+        await client.disconnect()
+        return try #require(answer)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func editsWhileTheDaemonRunsGoThroughItAndShowInItsAnswersAtOnce() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("lamp9", brokerURL: broker.url)
+            try await device.connect()
+            try await device.info(#"{"name":"Lamp","productId":"p-light-1"}"#, time: t0)
+            try await device.status(true, time: t0)
+            _ = try await harness.waitForInfo("lamp9") { $0["online"] == true }
+
+            let edit = try await harness.cli(["edit", "lamp9", "--name", "Reading lamp", "--room", "Study"])
+            #expect(edit.status == 0, "\(edit.stderr)")
+            // No waiting: the daemon applied the edit before the command printed it.
+            let info = try await Self.ask(harness, "info", JSONObject([("device", "lamp9")]))
+            #expect(info["code"] == 0)
+            #expect(info["data"]?["name"] == "Reading lamp")
+            #expect(info["data"]?["room"] == "Study")
+            #expect(info["data"]?["reportedName"] == "Lamp")
+
+            #expect(try await harness.cli(["group", "create", "study", "lamp9"]).status == 0)
+            #expect(try await harness.cli(["network", "add", "lamp9", "Spare", "--priority", "2"]).status == 0)
+            let groups = try await harness.cli(["group", "list", "--json"])
+            #expect(try JSONParser.parse(groups.stdout)[0]?["devices"] == ["lamp9"])
+            let missing = try await harness.cli(["network", "remove", "lamp9", "Nope"])
+            #expect(missing.status == 1)
+            #expect(missing.stderr.contains("lamp9 has no backup network 'Nope'"), "\(missing.stderr)")
+            let taken = try await harness.cli(["group", "create", "study"])
+            #expect(taken.status == 1)
+            let bad = try await harness.cli(["edit", "lamp9", "--icon", "not a url"])
+            #expect(bad.status == 2, "\(bad.stderr)")
+
+            // A frozen daemon answers nothing: the command says so, and does not write the file behind its back.
+            let daemon = try #require(harness.daemon)
+            daemon.signal(SIGSTOP)
+            let frozen = try await harness.cli(["edit", "lamp9", "--name", "Later", "--timeout", "1"])
+            daemon.signal(SIGCONT)
+            #expect(frozen.status == 5, "\(frozen.stderr)")
+            #expect(frozen.stderr.contains("did not answer"), "\(frozen.stderr)")
+            // The request waited for the daemon on the broker: once it runs again, it applies it.
+            let later = try await harness.waitForInfo("lamp9") { $0["name"] == "Later" }
+            #expect(later["room"] == "Study")
+            await device.disconnect()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func withoutADaemonTheCommandWritesTheFileItself() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("fan2", brokerURL: broker.url)
+            try await device.connect()
+            try await device.info(#"{"name":"Fan"}"#, time: t0)
+            _ = try await harness.waitForInfo("fan2") { $0["name"] == "Fan" }
+            await device.disconnect()
+            let daemon = try #require(harness.daemon)
+            daemon.signal(SIGTERM)
+            try await waitUntil(timeout: .seconds(20)) { !daemon.isRunning }
+
+            let edit = try await harness.cli(["edit", "fan2", "--room", "Attic", "--json"])
+            #expect(edit.status == 0, "\(edit.stderr)")
+            #expect(try JSONParser.parse(edit.stdout)["room"] == "Attic")
+            #expect(try await harness.info("fan2")?["room"] == "Attic")
+            #expect(try await harness.cli(["group", "create", "top", "fan2"]).status == 0)
+            // The daemon started again reads what the command wrote.
+            try await harness.startDaemon()
+            let info = try await Self.ask(harness, "info", JSONObject([("device", "fan2")]))
+            #expect(info["data"]?["room"] == "Attic")
+        }
+    }
+}

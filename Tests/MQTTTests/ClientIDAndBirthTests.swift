@@ -66,12 +66,17 @@ struct ClientIDAndBirthTests {
             configuration.reconnectMinDelay = .milliseconds(100)
             configuration.reconnectMaxDelay = .seconds(2)
             let errors = Mutex<[MQTTError]>([])
-            let record: @Sendable (MQTTConnectionState, MQTTError?) -> Void = { state, error in
-                if case .reconnecting = state, let error { errors.withLock { $0.append(error) } }
+            // When each client got its connection: the gaps between one client's connections are its backoff.
+            let connected = Mutex<[[ContinuousClock.Instant]]>([[], []])
+            func record(_ client: Int) -> @Sendable (MQTTConnectionState, MQTTError?) -> Void {
+                { state, error in
+                    if case .reconnecting = state, let error { errors.withLock { $0.append(error) } }
+                    if case .connected = state { connected.withLock { $0[client].append(.now) } }
+                }
             }
-            let first = try MQTTClient(configuration: configuration, onStateChange: record)
+            let first = try MQTTClient(configuration: configuration, onStateChange: record(0))
             try await first.connect()
-            let second = try MQTTClient(configuration: configuration, onStateChange: record)
+            let second = try MQTTClient(configuration: configuration, onStateChange: record(1))
             try await second.connect()
 
             try await waitUntil(timeout: .seconds(30)) {
@@ -81,15 +86,14 @@ struct ClientIDAndBirthTests {
             #expect(reported.message.contains("\"\(clientID)\""), "\(reported)")
             #expect(reported.message.contains("another client"), "\(reported)")
 
-            // Counted from the broker's log over four seconds: without backoff the two reconnect every 50-100 ms
-            // (dozens of connections); with it, the pauses double up to 2 s. A busy machine only means fewer.
-            let connections: @Sendable () -> Int = {
-                broker.log().components(separatedBy: " as \(clientID) ").count - 1
-            }
-            let before = connections()
-            try await Task.sleep(for: .seconds(4))
-            let during = connections() - before
-            #expect(during < 30, "\(during) connections in 4 s")
+            // Without backoff each reconnects every 50-100 ms (the minimum delay, jittered), for ever. With it, the
+            // delay doubles per takeover up to 2 s, and equal jitter never goes below half of it: one client's
+            // later gaps are over 500 ms. A busy machine only lengthens the gaps; the wait is for the count.
+            try await waitUntil(timeout: .seconds(120)) { connected.withLock { $0.map(\.count).max() ?? 0 } >= 8 }
+            let times = connected.withLock { $0.max { $0.count < $1.count } ?? [] }
+            let gaps = zip(times.dropFirst(), times).map { $0 - $1 }
+            #expect(gaps.suffix(2).allSatisfy { $0 >= .milliseconds(500) }, "no backoff between connections: \(gaps)")
+            #expect(gaps.suffix(2).min()! > gaps.prefix(2).min()!, "the gaps did not grow: \(gaps)")
             await first.disconnect()
             await second.disconnect()
         }

@@ -33,6 +33,7 @@ public final class Agent: Sendable {
     let ingestor: Ingestor
     let offlineWatch: OfflineWatch
     let transferWatch: TransferWatch
+    let otaWatch: OTAWatch
     let flusher: CacheFlusher
     let client: MQTTClient
     /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
@@ -57,6 +58,7 @@ public final class Agent: Sendable {
         topics = configuration.topics
         events = EventHub()
         let store: CacheStore?
+        var cachedUpgrades: [OTAUpgrade] = []
         if role == .observer {
             store = nil
             cacheLock = nil
@@ -66,6 +68,7 @@ public final class Agent: Sendable {
             let opened = try CacheStore(path: configuration.database)
             cacheLock = lockCache ? try CacheLock(cache: configuration.database, owner: configuration.clientID) : nil
             cache = DeviceCache(try opened.loadAll())
+            if role == .service { cachedUpgrades = try OTAUpgrades.read(opened.database) }
             store = opened
         }
         // Only the service journals: it is the one process that acknowledges reports to the broker. Not
@@ -104,6 +107,13 @@ public final class Agent: Sendable {
         // The writer tells the watches what it applied, whoever caused it.
         if role == .service { writer.watches.add(offlineWatch) }
         if role != .observer { writer.watches.add(transferWatch) }
+        otaWatch = OTAWatch(stallTimeout: .seconds(configuration.otaStallTimeout), writer: writer, logger: logger)
+        if role == .service {
+            // The daemon tracks every upgrade, also those a restart interrupted.
+            writer.watches.add(otaWatch)
+            writer.upgrades.load(cachedUpgrades)
+            otaWatch.watchCached(cachedUpgrades, now: Timestamp.now())
+        }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger, elsewhere: elsewhere)
         self.ingestor = ingestor
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
@@ -227,6 +237,7 @@ public final class Agent: Sendable {
         await withDiscardingTaskGroup { group in
             if role == .service { group.addTask { await self.offlineWatch.run() } }
             if role != .observer { group.addTask { await self.transferWatch.run() } }
+            if role == .service { group.addTask { await self.otaWatch.run() } }
             group.addTask {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }

@@ -70,10 +70,11 @@ final class SimulatorStats: Sendable {
     let failed = Atomic<Int>(0)
     let answered = Atomic<Int>(0)
     let transfers = Atomic<Int>(0)
+    let upgrades = Atomic<Int>(0)
 
     var line: String {
         "\(online.load(ordering: .relaxed)) devices online, \(published.load(ordering: .relaxed)) messages sent"
             + " (\(failed.load(ordering: .relaxed)) failed), \(answered.load(ordering: .relaxed)) requests answered,"
-            + " \(transfers.load(ordering: .relaxed)) gateway transfers"
+            + " \(transfers.load(ordering: .relaxed)) gateway transfers, \(upgrades.load(ordering: .relaxed)) firmware upgrades"
     }
 }

@@ -77,27 +77,62 @@ enum OTACommand: Command {
         var request = JSONObject([("device", .string(deviceId)), ("version", .string(image.version)),
                                   ("url", .string(image.url)), ("sha256", .string(image.sha256))])
         if let size = image.size { request["size"] = .integer(size) }
+        let reports = await UpgradeReports.listen(configuration, device: deviceId, version: image.version)
         let started: JSONValue
         do {
             started = try await DaemonAPI(configuration: configuration, daemon: daemon).call("ota", request)
         } catch let refusal as DaemonAPI.Refusal {
+            await reports?.stop()
             throw CommandFailure(code: exitCode(forAPI: refusal.code), message: refusal.message)
+        } catch {
+            await reports?.stop()
+            throw error
         }
         let startedAt = started["startedAt"]?.int64Value ?? 0
         Console.out("\(deviceId): \(device.info.firmwareVersion ?? "unknown version") → \(image.version)")
-        return try await follow(deviceId, startedAt: startedAt, reader: reader, patience: patience,
-                                stall: configuration.otaStallTimeout)
+        do {
+            let code = try await follow(deviceId, startedAt: startedAt, reader: reader, reports: reports,
+                                        patience: patience, stall: configuration.otaStallTimeout)
+            await reports?.stop()
+            return code
+        } catch {
+            await reports?.stop()
+            throw error
+        }
     }
 
     /// The upgrade the daemon records, read from the cache until it ends or `patience` runs out.
-    static func follow(_ deviceId: String, startedAt: Millis, reader: CacheReader, patience: Double?,
-                       stall: Double) async throws -> ExitCode {
+    /// Follows the upgrade the daemon records in the cache until it ends or `patience` runs out, showing the
+    /// device's reports as they come.
+    static func follow(_ deviceId: String, startedAt: Millis, reader: CacheReader, reports: UpgradeReports?,
+                       patience: Double?, stall: Double) async throws -> ExitCode {
         var progress = UpgradeProgress()
         let deadline = patience.map { ContinuousClock.now + .seconds($0) }
+        var last: OTAUpgrade?
+        func showHeard() {
+            guard let base = last else { return }
+            for report in reports?.take() ?? [] where report.stage.isRunning {
+                var shown = base
+                shown.stage = report.stage
+                shown.progress = report.progress
+                progress.show(shown)
+            }
+        }
         while true {
             if let upgrade = try? reader.upgrade(deviceId), upgrade.startedAt >= startedAt {
-                progress.show(upgrade)
-                if !upgrade.isRunning { return try outcome(upgrade, stall: stall) }
+                if last == nil { progress.show(upgrade) }
+                last = upgrade
+                if !upgrade.isRunning {
+                    // The reports the daemon applied reach this command too: show them all before the end.
+                    let settle = ContinuousClock.now + .seconds(3)
+                    while let reports, reports.latest < upgrade.reportTime, ContinuousClock.now < settle {
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    showHeard()
+                    progress.show(upgrade)
+                    return try outcome(upgrade, stall: stall)
+                }
+                showHeard()
             }
             if let deadline, ContinuousClock.now >= deadline {
                 progress.close()
@@ -106,7 +141,7 @@ enum OTACommand: Command {
                     version; the upgrade may still be running (thing-agent info \(deviceId) shows it)
                     """)
             }
-            try await Task.sleep(for: .milliseconds(200))
+            try await Task.sleep(for: .milliseconds(100))
         }
     }
 

@@ -31,10 +31,11 @@ let package = Package(
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
         .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON"], swiftSettings: swift6),
         .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
-        // Benchmarks: a release-built executable that prints figures (README, "Performance").
+        // Benchmarks, all of them: a release-built executable that prints figures (README, "Performance"), with a
+        // broker and answering devices of its own (nothing from Tests/).
         .executableTarget(
             name: "thing-agent-bench",
-            dependencies: ["ThingAgent", "MQTT", "TestSupport"],
+            dependencies: ["ThingAgent", "MQTT", "JSON"],
             swiftSettings: swift6
         ),
 

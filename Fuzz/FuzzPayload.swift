@@ -1,12 +1,16 @@
 // A libFuzzer target for the receive path's pure half: the strict JSON parser, the payload decoder for every
-// topic kind, the cache rules that apply a decoded message to a device, and the device's trip through SQLite.
+// topic kind, the cache rules that apply a decoded message to a device, and the device's trip through SQLite;
+// and for what else comes from outside: the config file (every setting it takes turned into what the agent
+// builds from it) and the API's requests (their numbers, pages and reply topics).
 // Built and run by scripts/fuzz (not part of `swift build`): swiftc -sanitize=fuzzer,address against the
 // library modules compiled with the same instrumentation and -enable-testing (PayloadDecoder is internal).
 //
 // Any crash, sanitizer report or broken invariant below is a finding; a finding's input is kept as a regression
 // test in Tests/ThingAgentTests/FuzzFindingsTests.swift.
 
+import Foundation
 import JSON
+import MQTT
 @testable import ThingAgent
 
 private let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus, .unbind]
@@ -21,6 +25,8 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     checkParser(bytes)
     for kind in kinds { checkDecoder(kind, bytes) }
     checkTopic(bytes)
+    checkConfig(bytes)
+    checkAPIRequest(bytes)
     return 0
 }
 
@@ -83,5 +89,71 @@ private func checkTopic(_ bytes: UnsafeRawBufferPointer) {
     let text = String(decoding: bytes, as: UTF8.self)
     if let (device, _) = try? Topics().parse(text), !DeviceID.isValid(device) {
         fatalError("a topic parsed with an invalid device id: \(device)")
+    }
+}
+
+/// A config file either fails with an error naming the problem, or gives settings from which the agent builds its
+/// MQTT configuration, timers and limits without a trap.
+private func checkConfig(_ bytes: UnsafeRawBufferPointer) {
+    var configuration = AgentConfiguration()
+    do {
+        try configuration.apply(contents: Array(bytes), file: "fuzz.json")
+    } catch {
+        guard !error.message.isEmpty else { fatalError("a config error without a message") }
+        return
+    }
+    _ = Agent.mqttConfiguration(configuration, role: .service)
+    _ = Agent.mqttConfiguration(configuration, role: .requester)
+    for seconds in [configuration.sessionExpiry, configuration.keepAlive, configuration.flushInterval,
+                    configuration.requestTimeout, configuration.offlineGracePeriod, configuration.reconnectMinDelay,
+                    configuration.reconnectMaxDelay, configuration.transferStallTimeout, configuration.maxClockSkew] {
+        let duration = Duration.seconds(seconds)
+        _ = duration.components
+        _ = Int64(duration.seconds * 1000)
+    }
+    _ = IngestLimits(configuration)
+    _ = APIRateLimiter(rate: configuration.apiRateLimit).allow("c", now: .now)
+}
+
+/// An agent with no broker and no file, holding a few devices, for the API's synchronous half.
+nonisolated(unsafe) private let apiAgent: Agent = {
+    var configuration = AgentConfiguration()
+    configuration.database = "/nonexistent/fuzz.sqlite"
+    configuration.apiPageSize = 2
+    let agent = try! Agent(configuration: configuration, role: .observer)
+    for id in ["a", "b", "c", "d"] {
+        agent.receive(MQTTMessage(topic: "things/\(id)/thing/status", payload: Array(#"{"status":"online"}"#.utf8)))
+    }
+    return agent
+}()
+
+/// An API request's numbers and strings give an answer or an `APIError` (400), never a trap: its timeout, a
+/// page of `devices` (never more than asked, in id order, after `after`), its reply topic.
+private func checkAPIRequest(_ bytes: UnsafeRawBufferPointer) {
+    guard let request = (try? JSONParser.parse(bytes))?.objectValue else { return }
+    do {
+        if let timeout = try Agent.timeout(request["timeout"]) {
+            guard timeout > .zero else { fatalError("a timeout of \(timeout) was taken") }
+        }
+    } catch {
+        guard error is APIError else { fatalError("the timeout failed with \(error)") }
+    }
+    do {
+        let (page, extra) = try apiAgent.devicesPage(request, now: 1_764_450_000_000)
+        let ids = page.arrayValue?.compactMap { $0["devId"]?.stringValue } ?? []
+        let limit = request["limit"]?.int64Value.map(Int.init) ?? apiAgent.configuration.apiPageSize
+        guard ids.count <= limit, ids == ids.sorted() else { fatalError("a bad page \(ids) for \(request)") }
+        if let after = request["after"]?.stringValue, let first = ids.first, first <= after {
+            fatalError("a page starting at \(first), not after \(after)")
+        }
+        _ = extra
+    } catch {
+        guard error is APIError else { fatalError("devices failed with \(error)") }
+    }
+    if let replyTo = request["replyTo"]?.stringValue,
+       let client = ReplyTopics.client(of: replyTo, prefix: "thing-agent/replies/") {
+        guard replyTo.hasPrefix("thing-agent/replies/\(client)"), !client.contains("/") else {
+            fatalError("reply topic \(replyTo) taken for client \(client)")
+        }
     }
 }

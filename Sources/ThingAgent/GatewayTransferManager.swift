@@ -68,8 +68,22 @@ public final class GatewayTransferManager: Sendable {
                 + (candidates.isEmpty ? "none" : candidates.map(\.id).joined(separator: ", ")) + ")")
         }
         let sentAt = Timestamp.now()
-        _ = try await agent.request(.gatewayTransferStart, to: deviceId,
-                                    data: .object(JSONObject([("targetDeviceId", .string(faulty))])), timeout: timeout)
+        // Recorded before it is sent: the gateway may report progress the moment it accepts, and only a transfer
+        // started here may move sub-devices.
+        do {
+            try agent.writer.recordAcceptedTransfer(gateway: deviceId, target: faulty, at: sentAt)
+        } catch {
+            throw .notSent(reason: "could not record the transfer in the cache: \(error)")
+        }
+        do {
+            _ = try await agent.request(.gatewayTransferStart, to: deviceId,
+                                        data: .object(JSONObject([("targetDeviceId", .string(faulty))])),
+                                        timeout: timeout)
+        } catch {
+            // A timeout leaves it recorded: the gateway may have started all the same.
+            if !error.isTimeout { agent.writer.forgetAcceptedTransfer(gateway: deviceId, target: faulty) }
+            throw error
+        }
         do {
             let started = try agent.writer.recordTransferStart(
                 gateway: deviceId, target: faulty, targetName: target.info.name, sentAt: sentAt, now: Timestamp.now(),

@@ -1,13 +1,12 @@
 import Foundation
 import MQTT
 import Synchronization
-import TestSupport
 import ThingAgent
 
 /// Ingest: how fast the agent drains a backlog of reports queued for its persistent session (decoded, durably
 /// cached, dispatched to a listener), against `mosquitto_sub` (raw libmosquitto) draining the same backlog.
 struct IngestBenchmark {
-    let broker: MosquittoBroker
+    let broker: BenchBroker
     let directory: String
 
     /// Messages per second, and CPU microseconds the receiving client spent per message.
@@ -15,13 +14,12 @@ struct IngestBenchmark {
         let id = "raw-\(UInt32.random(in: 0...UInt32.max))"
         let common = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-i", id, "-c", "-q", "\(qos.rawValue)", "-t", filter]
         // Make the session, queue the backlog, then time the drain.
-        _ = try await runCommand("/usr/bin/mosquitto_sub", common + ["-E"])
+        _ = try await runProcess("/usr/bin/mosquitto_sub", common + ["-E"])
         try await Publisher(url: broker.url).publish(messages, qos: qos)
         let cpu = Measure.cpuSeconds(children: true)
         let switches = Measure.contextSwitches(children: true)
         let seconds = try await Measure.seconds {
-            let result = try await runCommand("/usr/bin/mosquitto_sub", common + ["-C", "\(messages.count)"],
-                                              timeout: .seconds(60))
+            let result = try await runProcess("/usr/bin/mosquitto_sub", common + ["-C", "\(messages.count)", "-W", "60"])
             guard result.status == 0 else { throw BenchError("mosquitto_sub failed: \(result.stderr)") }
         }
         let used = Measure.cpuSeconds(children: true) - cpu

@@ -2,7 +2,6 @@ import Foundation
 import JSON
 import MQTT
 import Synchronization
-import TestSupport
 import ThingAgent
 
 /// Property-set round trips against devices that answer on the broker: sequential latency, then throughput with
@@ -13,12 +12,8 @@ struct SetBenchmark {
 
     func run(devices count: Int, sequential: Int, concurrent: Int) async throws
         -> (p50: Double, p99: Double, perSecond: Double) {
-        let devices = try (0..<count).map { try SimulatedDevice("set\($0)", brokerURL: brokerURL) }
-        var answering: [Task<Void, Never>] = []
-        for device in devices {
-            try await device.connect()
-            answering.append(try await device.answer("properties/set") { _ in "\"code\":0" })
-        }
+        var devices: [AnsweringDevice] = []
+        for n in 0..<count { devices.append(try await AnsweringDevice("set\(n)", brokerURL: brokerURL)) }
         var configuration = AgentConfiguration()
         configuration.broker = brokerURL
         configuration.database = directory + "/set-\(UInt32.random(in: 0...UInt32.max)).sqlite"
@@ -45,8 +40,25 @@ struct SetBenchmark {
             }
         }
         await agent.stop()
-        answering.forEach { $0.cancel() }
-        for device in devices { await device.disconnect() }
+        for device in devices { await device.stop() }
         return (Measure.percentile(sorted, 50), Measure.percentile(sorted, 99), Double(concurrent) / seconds)
+    }
+
+    /// `thing-agent set` as a whole process (start, connect, set, answer, exit), milliseconds p50 and p90.
+    func cliSets(executable: String, runs: Int) async throws -> (p50: Double, p90: Double) {
+        let device = try await AnsweringDevice("cli-set", brokerURL: brokerURL)
+        let cache = directory + "/cli-set-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        var times: [Double] = []
+        for n in 0..<(runs + 5) {
+            let start = ContinuousClock.now
+            let (status, stderr) = try await runProcess(executable, [
+                "set", device.id, "switch_1=\(n % 2 == 0)", "--broker", brokerURL, "--db", cache])
+            guard status == 0 else { throw BenchError("thing-agent set exited \(status): \(stderr)") }
+            let elapsed = ContinuousClock.now - start
+            if n >= 5 { times.append(Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15) }
+        }
+        await device.stop()
+        let sorted = times.sorted()
+        return (Measure.percentile(sorted, 50), Measure.percentile(sorted, 90))
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import TestSupport
 
 /// thing-agent's benchmarks: one run against one local broker, figures printed as a table.
 /// Build in release: `swift run -c release thing-agent-bench [--quick]`.
@@ -30,12 +29,11 @@ let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count
 func section(_ name: String) -> Bool { only == nil || only == name }
 let binDirectory = URL(fileURLWithPath: arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
 let report = Report()
-let directory = try makeTemporaryDirectory("thing-agent-bench")
+let directory = try benchDirectory("thing-agent-bench")
 defer { try? FileManager.default.removeItem(atPath: directory) }
 
-var options = MosquittoBroker.Options()
-options.extraConfig = "max_queued_messages 0\nmax_inflight_messages 100\nqueue_qos0_messages true\nset_tcp_nodelay true\n"
-let broker = try await MosquittoBroker.start(options)
+let broker = try await BenchBroker.start(
+    extraConfig: "max_queued_messages 0\nmax_inflight_messages 100\nqueue_qos0_messages true\nset_tcp_nodelay true\n")
 defer { broker.stop() }
 
 if CommandLine.arguments.contains("--receive-path") {
@@ -85,6 +83,16 @@ if section("set") {
         .run(devices: 50, sequential: quick ? 200 : 1000, concurrent: quick ? 1000 : 5000)
     report.add("set round trip, sequential, p50 / p99", "\(format(sets.p50, 2)) / \(format(sets.p99, 2)) ms", "50 answering devices")
     report.add("set throughput, all in flight at once", "\(format(sets.perSecond)) sets/s")
+    let cli = try await SetBenchmark(brokerURL: broker.url, directory: directory)
+        .cliSets(executable: binDirectory + "/thing-agent", runs: quick ? 10 : 50)
+    report.add("`thing-agent set` process, p50 / p90", "\(format(cli.p50, 1)) / \(format(cli.p90, 1)) ms")
+}
+
+if section("json") {
+    print("JSON on a request payload")
+    for (name, nanoseconds) in try await JSONBenchmark.run(iterations: quick ? 100_000 : 1_000_000) {
+        report.add("JSON \(name)", "\(format(nanoseconds)) ns/payload")
+    }
 }
 
 if section("cache") {

@@ -130,12 +130,12 @@ struct DetailsAndIntegrationTests {
 
             // MQTT 5: response topic and correlation data.
             let v5 = try Self.background("mosquitto_sub", [
-                "-h", "127.0.0.1", "-p", port, "-V", "mqttv5", "-t", "svc/replies/v5", "-C", "1", "-W", "30",
+                "-h", "127.0.0.1", "-p", port, "-V", "mqttv5", "-t", "thing-agent/replies/svc/v5", "-C", "1", "-W", "30",
                 "-F", "%D|%p"], in: harness.directory)
             try await Self.repeatUntil({ !v5.isRunning }) {
                 try await Self.mosquittoPub(broker, [
                     "-V", "mqttv5", "-t", "\(requests)/info", "-m", #"{"id":"r1","device":"plug7"}"#,
-                    "-D", "publish", "response-topic", "svc/replies/v5", "-D", "publish", "correlation-data", "corr-42"])
+                    "-D", "publish", "response-topic", "thing-agent/replies/svc/v5", "-D", "publish", "correlation-data", "corr-42"])
             }
             let v5Line = v5.log.trimmingCharacters(in: .whitespacesAndNewlines)
             let bar = try #require(v5Line.firstIndex(of: "|"))
@@ -149,11 +149,11 @@ struct DetailsAndIntegrationTests {
 
             // MQTT 3.1.1: replyTo in the payload; the device list.
             let v311 = try Self.background("mosquitto_sub", [
-                "-h", "127.0.0.1", "-p", port, "-V", "mqttv311", "-t", "svc/replies/legacy", "-C", "1", "-W", "30"],
+                "-h", "127.0.0.1", "-p", port, "-V", "mqttv311", "-t", "thing-agent/replies/svc/legacy", "-C", "1", "-W", "30"],
                 in: harness.directory)
             try await Self.repeatUntil({ !v311.isRunning }) {
                 try await Self.mosquittoPub(broker, ["-V", "mqttv311", "-t", "\(requests)/devices",
-                                                     "-m", #"{"id":"r2","replyTo":"svc/replies/legacy"}"#])
+                                                     "-m", #"{"id":"r2","replyTo":"thing-agent/replies/svc/legacy"}"#])
             }
             let list = try JSONParser.parse(v311.log.trimmingCharacters(in: .whitespacesAndNewlines))
             #expect(list["id"] == "r2")
@@ -162,13 +162,13 @@ struct DetailsAndIntegrationTests {
 
             // A property set through the agent, and an unknown device.
             let sets = try Self.background("mosquitto_sub", [
-                "-h", "127.0.0.1", "-p", port, "-t", "svc/replies/set", "-C", "2", "-W", "30"], in: harness.directory)
+                "-h", "127.0.0.1", "-p", port, "-t", "thing-agent/replies/svc/set", "-C", "2", "-W", "30"], in: harness.directory)
             try await Self.repeatUntil({ sets.log.contains("\"r3\"") }) {
                 try await Self.mosquittoPub(broker, ["-t", "\(requests)/set", "-m",
-                    #"{"id":"r3","device":"plug7","data":{"switch_1":true},"replyTo":"svc/replies/set"}"#])
+                    #"{"id":"r3","device":"plug7","data":{"switch_1":true},"replyTo":"thing-agent/replies/svc/set"}"#])
             }
             try await Self.mosquittoPub(broker, ["-t", "\(requests)/info", "-m",
-                #"{"id":"r4","device":"ghost","replyTo":"svc/replies/set"}"#])
+                #"{"id":"r4","device":"ghost","replyTo":"thing-agent/replies/svc/set"}"#])
             try await waitUntil(timeout: .seconds(10)) { !sets.isRunning }
             let replies = try sets.log.split(separator: "\n").map { try JSONParser.parse(String($0)) }
             let set = try #require(replies.first { $0["id"] == "r3" })

@@ -153,6 +153,10 @@ final class BrokerLifetimes: Sendable {
     }
 }
 
+/// A stream reports a new property code with every report (`r<n>`): far more than a device's default
+/// `maxPropertiesPerDevice`, so the daemons of the stream tests run with a high one.
+let streamDaemonSettings = ["THING_AGENT_MAX_PROPERTIES": "1000000"]
+
 /// One device's stream of QoS 1 `streamReport`s, kept whole through broker crashes.
 ///
 /// A report counts as published once a broker acknowledged it. A broker killed with SIGKILL loses what it had not

@@ -69,7 +69,7 @@ struct FaultTests {
         var options = Self.unboundedQueue
         options.persistence = true
         try await withBroker(options) { broker in
-            let harness = try AgentHarness(broker: broker)
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
             // The agent comes back a little after the devices do, so that reports reach a restarted broker while
             // the agent is away and must wait in its persistent session.
             try await harness.startDaemon(environment: [
@@ -87,8 +87,14 @@ struct FaultTests {
                 broker.log().components(separatedBy: " as \(harness.clientID) (").count - 1
             }
             let kills = 4
+            // Each kill lands in the middle of every stream, however slowly a loaded machine lets them run.
+            let everyStreamPast: @Sendable (Int) async -> Bool = { count in
+                for publisher in publishers where await publisher.last <= count { return false }
+                return true
+            }
             for kill in 1...kills {
                 try await Task.sleep(for: random.milliseconds(300...900))
+                try await waitUntil(timeout: .seconds(30)) { await everyStreamPast(kill * 25) }
                 broker.kill()
                 lifetimes.brokerKilled()
                 try await Task.sleep(for: random.milliseconds(0...300))
@@ -98,6 +104,7 @@ struct FaultTests {
                 try await waitUntil(timeout: .seconds(10)) { agentConnections() > kill }
             }
             try await Task.sleep(for: .milliseconds(600))
+            try await waitUntil(timeout: .seconds(30)) { await everyStreamPast(100) }
             stop.set()
             try await streams.value
 
@@ -137,7 +144,7 @@ struct FaultTests {
         let seed = SeededGenerator.seed(for: #function)
         var random = SeededGenerator(seed: seed)
         try await withBroker(Self.unboundedQueue) { broker in
-            let harness = try AgentHarness(broker: broker)
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
             // Batches gather for 250 ms, so that most kills land with acknowledged reports in the journal only.
             let environment = ["THING_AGENT_FLUSH_INTERVAL": "0.25"]
             try await harness.startDaemon(environment: environment)
@@ -203,7 +210,7 @@ struct FaultTests {
     @Test(.timeLimit(.minutes(1)))
     func killRightAfterABurstStillEndsWithTheBurstInSQLite() async throws {
         try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
             try await harness.startDaemon(environment: ["THING_AGENT_FLUSH_INTERVAL": "30"])
             let devices = try await Self.connectedDevices("j", 2, broker)
             let publishers = devices.map { StreamPublisher(device: $0) }
@@ -240,7 +247,7 @@ struct FaultTests {
     @Test(.timeLimit(.minutes(1)), arguments: ["truncated", "corrupt", "garbage after the end"])
     func aTornJournalTailIsIgnoredAndTheRecordsBeforeItReplayed(damage: String) async throws {
         try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
             let environment = ["THING_AGENT_FLUSH_INTERVAL": "30"]
             try await harness.startDaemon(environment: environment)
             let device = try SimulatedDevice("torn", brokerURL: broker.url)
@@ -306,7 +313,7 @@ struct FaultTests {
     @Test(.timeLimit(.minutes(1)))
     func sigtermWritesAGatheringBatchAtOnce() async throws {
         try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
             try await harness.startDaemon(environment: ["THING_AGENT_FLUSH_INTERVAL": "30"])
             let device = try SimulatedDevice("batch", brokerURL: broker.url)
             try await device.connect()
@@ -327,7 +334,7 @@ struct FaultTests {
     @Test(.timeLimit(.minutes(1)))
     func sigtermUnderLoadExitsCleanlyWithinTwoSeconds() async throws {
         try await withBroker(Self.unboundedQueue) { broker in
-            let harness = try AgentHarness(broker: broker)
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
             try await harness.startDaemon()
             let devices = try await Self.connectedDevices("s", 4, broker)
             let publishers = devices.map { StreamPublisher(device: $0) }

@@ -9,11 +9,14 @@ final class AgentHarness: Sendable {
     let directory: String
     let database: String
     let clientID: String
+    /// Settings every start of the daemon gets (a test's own `environment` adds to them).
+    let daemonEnvironment: [String: String]
     private let daemonBox = DaemonBox()
 
     /// `database`: where the cache goes (the daemon's log stays in `directory`); in `directory` when nil.
-    init(broker: MosquittoBroker, database: String? = nil) throws {
+    init(broker: MosquittoBroker, database: String? = nil, daemonEnvironment: [String: String] = [:]) throws {
         self.broker = broker
+        self.daemonEnvironment = daemonEnvironment
         directory = try makeTemporaryDirectory("thing-agent-e2e")
         self.database = database ?? directory + "/cache.sqlite"
         clientID = "agent-\(UInt32.random(in: 0...UInt32.max))"
@@ -30,7 +33,8 @@ final class AgentHarness: Sendable {
         let brokerURL = offline ? "mqtt://127.0.0.1:\(try freeLoopbackPort())" : broker.url
         let arguments = ["run", "--broker", brokerURL, "--db", database, "--client-id", clientID] + extra
         let daemon = try DaemonProcess(thingAgentExecutable(), arguments,
-                                       environment: environment, logPath: directory + "/daemon.log")
+                                       environment: daemonEnvironment.merging(environment) { $1 },
+                                       logPath: directory + "/daemon.log")
         daemonBox.set(daemon)
         let ready = offline ? "cache loaded" : "connected and subscribed"
         try await waitUntil(timeout: timeout) { daemon.log.contains(ready) || !daemon.isRunning }

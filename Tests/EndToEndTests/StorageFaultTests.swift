@@ -27,7 +27,8 @@ struct StorageFaultTests {
     func aFullDiskHoldsNewMessagesAtTheBrokerAndLosesNothing() async throws {
         let disk = try SmallDisk(megabytes: 8)
         try await withBroker(FaultTests.unboundedQueue) { broker in
-            let harness = try AgentHarness(broker: broker, database: disk.path + "/cache.sqlite")
+            let harness = try AgentHarness(broker: broker, database: disk.path + "/cache.sqlite",
+                                           daemonEnvironment: streamDaemonSettings)
             // A small journal (256 KiB reserved) fills after a few thousand reports, so the test reaches the point
             // where the journal must grow and the disk has no room.
             try await harness.startDaemon(environment: ["THING_AGENT_JOURNAL_SIZE": "262144"])
@@ -64,7 +65,8 @@ struct StorageFaultTests {
     func aRestartOnAFullDiskFailsWithAnErrorNamingTheFile() async throws {
         let disk = try SmallDisk(megabytes: 24)
         try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker, database: disk.path + "/cache.sqlite")
+            let harness = try AgentHarness(broker: broker, database: disk.path + "/cache.sqlite",
+                                           daemonEnvironment: streamDaemonSettings)
             try await harness.startDaemon()
             let device = try SimulatedDevice("restart0", brokerURL: broker.url)
             try await device.connect()
@@ -86,7 +88,7 @@ struct StorageFaultTests {
     @Test(.timeLimit(.minutes(2)), arguments: ["truncated", "deleted", "replaced"])
     func aJournalTruncatedOrLostUnderTheDaemonIsRepairedAndLosesNothing(how: String) async throws {
         try await withBroker(FaultTests.unboundedQueue) { broker in
-            let harness = try AgentHarness(broker: broker)
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
             // Batches gather for 3 s: the reports are in the journal only when it is cut.
             try await harness.startDaemon(environment: ["THING_AGENT_FLUSH_INTERVAL": "3"])
             let (device, publisher) = try await Self.stream("trunc0", broker, count: 200)
@@ -129,7 +131,7 @@ struct StorageFaultTests {
     @Test(.timeLimit(.minutes(2)), arguments: ["deleted", "replaced"])
     func aCacheFileLostUnderTheDaemonIsWrittenAgainFromMemory(how: String) async throws {
         try await withBroker(FaultTests.unboundedQueue) { broker in
-            let harness = try AgentHarness(broker: broker)
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
             try await harness.startDaemon()
             let (device, publisher) = try await Self.stream("lost0", broker, count: 100)
             try await harness.waitForWholeStream("lost0", last: 100)
@@ -177,7 +179,7 @@ struct StorageFaultTests {
     /// intake, 50 more reports are published (they wait at the broker). The caller clears the attribute.
     static func heldByAnImmutableCache(_ id: String, _ broker: MosquittoBroker) async throws
         -> (harness: AgentHarness, device: SimulatedDevice, publisher: StreamPublisher) {
-        let harness = try AgentHarness(broker: broker)
+        let harness = try AgentHarness(broker: broker, daemonEnvironment: streamDaemonSettings)
         try await harness.startDaemon()
         let (device, publisher) = try await stream(id, broker, count: 50)
         try await harness.waitForWholeStream(id, last: 50)

@@ -114,6 +114,8 @@ struct SharedCacheFileTests {
                                     cache: DeviceCache(try CacheStore(path: path).loadAll()), hub: requesterHub,
                                     sharesFile: true)
         let events = requesterHub.events()
+        // The transfer was started through the agent (only such a finish moves sub-devices).
+        try requester.recordAcceptedTransfer(gateway: "gwNew", target: "gwOld", at: 0)
 
         // The daemon applies the finish (and the relink) before the requester gets the same report.
         let finish = InboundMessage.transferStatus(TransferStatusReport(

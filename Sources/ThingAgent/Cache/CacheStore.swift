@@ -154,8 +154,10 @@ final class CacheStore {
     }
 
     /// Reads the whole cache. Called once at start, before the broker connects.
-    func loadAll() throws -> [String: DeviceSnapshot] {
-        try load(filter: nil, [])
+    /// `shouldStop` is asked every few thousand rows: true ends the load with `StartUpInterrupted` (a SIGTERM
+    /// while a big cache loads is honoured at once).
+    func loadAll(shouldStop: @escaping @Sendable () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
+        try load(filter: nil, [], shouldStop: shouldStop)
     }
 
     /// Reads one device (the CLI's `info`: no need to load the fleet).
@@ -170,7 +172,8 @@ final class CacheStore {
 
     /// Reads the devices matching an SQL condition on `devices` (and their properties and transfers).
     /// The whole cache is read on two threads: the properties on a second connection while the device rows load.
-    private func load(filter: String?, _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
+    private func load(filter: String?, _ bindings: [SQLiteValue],
+                      shouldStop: @escaping @Sendable () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
         let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let tables: [(String, PropertyTable)]
         var devices: [String: DeviceSnapshot]
@@ -180,12 +183,13 @@ final class CacheStore {
             let path = database.path
             Thread.detachNewThread {
                 let loaded = Result { () throws -> [(String, PropertyTable)] in
-                    try Self.loadProperties(Database(path: path, options: .init(readOnly: true)), scope: "", [])
+                    try Self.loadProperties(Database(path: path, options: .init(readOnly: true)), scope: "", [],
+                                            shouldStop: shouldStop)
                 }
                 result.withLock { $0 = loaded }
                 done.signal()
             }
-            let rows = Result { try Self.loadDevices(database, condition: "", []) }
+            let rows = Result { try Self.loadDevices(database, condition: "", [], shouldStop: shouldStop) }
             done.wait()
             devices = try rows.get()
             tables = try result.withLock { $0! }.get()
@@ -212,8 +216,8 @@ final class CacheStore {
         return devices
     }
 
-    private static func loadDevices(_ database: Database, condition: String,
-                                    _ bindings: [SQLiteValue]) throws -> [String: DeviceSnapshot] {
+    private static func loadDevices(_ database: Database, condition: String, _ bindings: [SQLiteValue],
+                                    shouldStop: () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
         var devices: [String: DeviceSnapshot] = [:]
         if condition.isEmpty, let count = try database.scalar("SELECT count(*) FROM devices"), case .integer(let n) = count {
             devices.reserveCapacity(Int(n))
@@ -222,7 +226,10 @@ final class CacheStore {
         let select = try database.prepare(
             "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
         try select.bind(bindings)
+        var rows = 0
         while try select.step() {
+            rows += 1
+            if rows & 4095 == 0, shouldStop() { throw StartUpInterrupted() }
             let device = try device(from: select, builder: &builder)
             devices[device.id] = device
         }
@@ -230,23 +237,28 @@ final class CacheStore {
     }
 
     /// Each device's properties. The table is keyed (dev_id, code), so rows come grouped by device.
-    private static func loadProperties(_ database: Database, scope: String,
-                                       _ bindings: [SQLiteValue]) throws -> [(String, PropertyTable)] {
+    private static func loadProperties(_ database: Database, scope: String, _ bindings: [SQLiteValue],
+                                       shouldStop: () -> Bool = { false }) throws -> [(String, PropertyTable)] {
         let interner = ValueInterner()
         let properties = try database.prepare("SELECT dev_id, code, value, time FROM properties\(scope)")
         try properties.bind(bindings)
         var tables: [(String, PropertyTable)] = []
-        var current: (id: String, table: PropertyTable)?
+        var currentID: String?
+        var table = PropertyTable()
+        var rows = 0
         while try properties.step() {
+            rows += 1
+            if rows & 4095 == 0, shouldStop() { throw StartUpInterrupted() }
             guard let id = properties.string(0), let code = properties.string(1),
                   let text = properties.string(2) else { continue }
-            if current?.id != id {
-                if let current { tables.append(current) }
-                current = (id, PropertyTable())
+            if currentID != id {
+                if let currentID { tables.append((currentID, table)) }
+                currentID = id
+                table = PropertyTable()
             }
-            current?.table[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
+            table[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
         }
-        if let current { tables.append(current) }
+        if let currentID { tables.append((currentID, table)) }
         return tables
     }
 

@@ -36,23 +36,3 @@ final class CacheWatches: Sendable {
         for watch in watches.withLock({ $0 }) { watch.upgradeChanged(upgrade) }
     }
 }
-
-extension OfflineWatch: CacheWatch {
-    func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
-        if let online = changes.status { statusChanged(device, online: online, now: now) }
-    }
-
-    func removed(_ device: String) {
-        forget(device)
-    }
-}
-
-extension TransferWatch: CacheWatch {
-    func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
-        if let transfer = changes.transfer { transferChanged(transfer) }
-    }
-
-    func removed(_ device: String) {
-        forgetGateway(device)
-    }
-}

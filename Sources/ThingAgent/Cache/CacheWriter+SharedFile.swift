@@ -7,26 +7,41 @@ extension CacheWriter {
         try commit { batch throws -> Outcome in
             let existing = try batch.device(deviceId)
             var snapshot = existing ?? DeviceSnapshot(id: deviceId, seenAt: now)
-            let changes = try snapshot.apply(message, now: now)
+            let changes = try snapshot.apply(message, now: now, maxProperties: maxProperties)
             let persist = !changes.isEmpty || existing == nil
             let heard = batch.stage(snapshot, changes, persist: persist)
             guard persist || !heard.isEmpty else { return .unchanged }
             if let transfer = heard.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
-                try relinkSubDevices(of: faulty, to: deviceId, reportedAt: transfer.time, now: now, in: &batch)
+                // Only for a transfer started through this agent (or an eligible one, when trusted); the daemon
+                // ends the record, this process only reads it.
+                let inMemory = acceptedTransfers.withLock { $0[deviceId] == faulty }
+                let accepted = try inMemory || (batch.store?.isAcceptedTransfer(gateway: deviceId, target: faulty) ?? false)
+                let trusted = accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty)
+                // Not trusted here, memory still catches up with what the daemon re-linked in the file (it may
+                // have ended the record already).
+                try relinkSubDevices(of: faulty, to: deviceId, reportedAt: transfer.time, now: now, in: &batch,
+                                     moving: trusted)
+                if !trusted {
+                    var refused = heard
+                    refused.untrustedFinish = true
+                    return .changed(refused)
+                }
             }
             return .changed(heard)
         }
     }
 
     /// Re-links the sub-devices of the faulty gateway to `gateway` (see `DeviceSnapshot.relink` for the rule).
-    /// The daemon may have re-linked them in the file already: memory then catches up with the file.
+    /// The daemon may have re-linked them in the file already: memory then catches up with the file. Not
+    /// `moving`: only that catching up.
     func relinkSubDevices(of faulty: String, to gateway: String, reportedAt time: Millis, now: Millis,
-                          in batch: inout Batch) throws {
+                          in batch: inout Batch, moving: Bool = true) throws {
         var ids = Set(try batch.subDevices(of: faulty).map(\.id))
         ids.formUnion(cache.subDevices(of: faulty).map(\.id))
         for id in ids.sorted() where id != gateway {
             guard var device = try batch.device(id) else { continue }
             if device.info.gatewayId == faulty {
+                guard moving else { continue }
                 device.relink(to: gateway, at: time, now: now)
                 batch.stage(device, AppliedChanges(info: true))
             } else {

@@ -66,3 +66,39 @@ extension TransferStatusReport {
         return JSONValue.object(JSONObject([("time", .integer(time)), ("data", .object(data))])).serializedBytes()
     }
 }
+
+/// Whom a transfer `finish` may move sub-devices for (README, "Rules of the receive path"): a transfer this agent
+/// started, recorded before its start was sent; or, with `trustForeignTransfers`, an eligible gateway.
+extension CacheWriter {
+    /// Records, before the start is sent, that `gateway` is asked to take over `target` (the gateway may report
+    /// progress the moment it accepts).
+    func recordAcceptedTransfer(gateway: String, target: String, at time: Millis) throws {
+        acceptedTransfers.withLock { $0[gateway] = target }
+        try store.withLock { store in
+            try store?.database.transaction(.immediate) {
+                try store?.recordAcceptedTransfer(gateway: gateway, target: target, at: time)
+            }
+        }
+    }
+
+    /// Forgets a start the gateway refused (or that was never sent).
+    func forgetAcceptedTransfer(gateway: String, target: String) {
+        acceptedTransfers.withLock { if $0[gateway] == target { $0[gateway] = nil } }
+        try? store.withLock { store in try store?.forgetAcceptedTransfer(gateway: gateway, target: target) }
+    }
+
+    /// Whether this process or another on the same file started `gateway`'s transfer from `target`.
+    /// Called under the ingest lock (which comes before the store's lock), never under the store's.
+    func isAccepted(gateway: String, target: String) -> Bool {
+        if acceptedTransfers.withLock({ $0[gateway] == target }) { return true }
+        return (try? store.withLock { try $0?.isAcceptedTransfer(gateway: gateway, target: target) }) == true
+    }
+
+    /// With `trustForeignTransfers`: a known gateway with the gatewayTransfer ability that could replace `target`
+    /// (another gateway of its product in its space).
+    func isEligibleForeignTransfer(gateway: String, target: String) -> Bool {
+        guard trustsForeignTransfers, let me = cache.device(gateway), me.info.supports(.gatewayTransfer),
+              let faulty = cache.device(target) else { return false }
+        return faulty.isReplaceable(by: me)
+    }
+}

@@ -21,6 +21,12 @@ final class CacheWriter: Sendable {
     /// other process may have applied a message already; listeners then hear what changed in this process's view
     /// (memory before, file after), so they miss nothing.
     let sharesFile: Bool
+    /// Property codes one device may have (`maxPropertiesPerDevice`).
+    let maxProperties: Int
+    /// `trustForeignTransfers`: a finish for a transfer started elsewhere re-links when the gateway is eligible.
+    let trustsForeignTransfers: Bool
+    /// Transfers started through this process, gateway to target (the file holds those of every process).
+    let acceptedTransfers = Mutex<[String: String]>([:])
 
     /// What changed per device since the last flush.
     struct Dirty: Sendable {
@@ -30,6 +36,8 @@ final class CacheWriter: Sendable {
         var transfer = false
         /// The device was removed: the flush deletes its rows first (then writes it again if it came back since).
         var removed = false
+        /// The target of the accepted transfer this device (a gateway) ended: its record goes with the flush.
+        var endedAcceptedTransfer: String?
 
         mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
             for change in changes.properties { properties.insert(change.code) }
@@ -45,6 +53,7 @@ final class CacheWriter: Sendable {
             properties.formUnion(other.properties)
             transfer = transfer || other.transfer
             removed = removed || other.removed
+            endedAcceptedTransfer = other.endedAcceptedTransfer ?? endedAcceptedTransfer
         }
     }
 
@@ -68,9 +77,12 @@ final class CacheWriter: Sendable {
     let databasePath: String?
 
     init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
-         sharesFile: Bool = false, storage: StorageMonitor = StorageMonitor()) {
+         sharesFile: Bool = false, storage: StorageMonitor = StorageMonitor(), maxProperties: Int = .max,
+         trustsForeignTransfers: Bool = false) {
         self.storage = storage
         databasePath = store?.database.path
+        self.maxProperties = maxProperties
+        self.trustsForeignTransfers = trustsForeignTransfers
         self.store = Mutex(store)
         self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
@@ -108,24 +120,39 @@ final class CacheWriter: Sendable {
 
             let applied = try cache.mutate(deviceId, create: { DeviceSnapshot(id: deviceId, seenAt: now) }) {
                 device, isNew -> (AppliedChanges, Bool, [DeviceEvent]) in
-                let changes = try device.apply(message, now: now)
+                let changes = try device.apply(message, now: now, maxProperties: maxProperties)
                 let events = wantsEvents && !changes.isEmpty ? changes.events(for: device) : []
                 return (changes, isNew, events)
             }
-            guard let (changes, isNew, deviceEvents) = applied, !changes.isEmpty || isNew || changes.timesMoved else {
-                return (.unchanged, [], false)
-            }
+            guard let (applyChanges, isNew, deviceEvents) = applied else { return (.unchanged, [], false) }
+            var changes = applyChanges
+            // Codes refused over the limit are news for the counters, not for the cache: `.changed` with empty
+            // changes.
+            let unchanged: Outcome = changes.refusedCodes > 0 ? .changed(changes) : .unchanged
+            guard !changes.isEmpty || isNew || changes.timesMoved else { return (unchanged, [], false) }
             let wasClean = state.dirty.isEmpty
             if changes.isEmpty && !isNew {
                 // Only a time moved: persisted, not an event and not a change for the counters.
                 state.dirty[deviceId, default: Dirty()].mark(changes, isNew: false)
-                return (.unchanged, [], wasClean)
+                return (unchanged, [], wasClean)
             }
             state.dirty[deviceId, default: Dirty()].mark(changes, isNew: isNew)
             var events = deviceEvents
             if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
-                events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
-                                        dirty: &state.dirty, wantsEvents: wantsEvents)
+                let accepted = isAccepted(gateway: deviceId, target: faulty)
+                if accepted {
+                    // Finished: another finish for the same pair is not trusted again without a new start. (A
+                    // failure keeps the record: a gateway that finishes after a stall verdict still finished
+                    // the transfer this agent started.)
+                    acceptedTransfers.withLock { _ = $0.removeValue(forKey: deviceId) }
+                    state.dirty[deviceId, default: Dirty()].endedAcceptedTransfer = faulty
+                }
+                if accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty) {
+                    events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
+                                            dirty: &state.dirty, wantsEvents: wantsEvents)
+                } else {
+                    changes.untrustedFinish = true
+                }
             }
             return (.changed(changes), events, wasClean)
         }
@@ -318,6 +345,11 @@ final class CacheWriter: Sendable {
                     let marks = dirty[device.id] ?? Dirty()
                     try store.write(device, row: marks.row, properties: marks.properties, transfer: marks.transfer)
                 }
+                for (gateway, marks) in dirty {
+                    if let target = marks.endedAcceptedTransfer {
+                        try store.forgetAcceptedTransfer(gateway: gateway, target: target)
+                    }
+                }
                 if let (generation, applied) = position {
                     try store.setJournalPosition(generation: generation, applied: applied)
                 }
@@ -329,7 +361,7 @@ final class CacheWriter: Sendable {
     }
 
     /// Replays the journal records SQLite has not seen (start-up), through `apply`; returns how many were read.
-    func replayJournal(_ body: (Journal.Record) -> Void) throws -> Int {
+    func replayJournal(shouldStop: () -> Bool = { false }, _ body: (Journal.Record) -> Void) throws -> Int {
         let records = try ingest.withLock { state throws -> [Journal.Record] in
             guard let journal = state.journal else { return [] }
             let stored: (generation: UInt64, applied: Int64)? = try store.withLock { try $0?.journalPosition() }
@@ -338,7 +370,11 @@ final class CacheWriter: Sendable {
             let from = journal.generation == position.generation ? position.applied : 0
             return journal.records(from: from).map(\.record)
         }
-        records.forEach(body)
+        for (index, record) in records.enumerated() {
+            // Nothing replayed reaches SQLite before the whole replay did: stopping here loses nothing.
+            if index & 1023 == 1023, shouldStop() { throw StartUpInterrupted() }
+            body(record)
+        }
         return records.count
     }
 }

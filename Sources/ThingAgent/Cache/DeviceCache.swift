@@ -15,6 +15,10 @@ public final class DeviceCache: Sendable {
 
     public var count: Int { devices.withLock { $0.count } }
 
+    public func contains(_ id: String) -> Bool {
+        devices.withLock { $0.index(forKey: id) != nil }
+    }
+
     /// All devices, sorted by id.
     public func all() -> [DeviceSnapshot] {
         devices.withLock { Array($0.values) }.sorted { $0.id < $1.id }
@@ -23,6 +27,27 @@ public final class DeviceCache: Sendable {
     /// The devices `isIncluded` picks, sorted by id (only those are copied and sorted).
     public func filter(_ isIncluded: (DeviceSnapshot) -> Bool) -> [DeviceSnapshot] {
         devices.withLock { $0.values.filter(isIncluded) }.sorted { $0.id < $1.id }
+    }
+
+    /// The first `count` devices in id order after `after` among those `isIncluded` picks: one pass that keeps
+    /// only the page (an API page must not copy and sort a million devices).
+    func page(after: String?, count: Int, where isIncluded: (DeviceSnapshot) -> Bool) -> [DeviceSnapshot] {
+        devices.withLock { devices in
+            var ids: [String] = []  // sorted, at most `count`
+            for (id, device) in devices {
+                if let after, id <= after { continue }
+                if ids.count == count, let last = ids.last, id >= last { continue }
+                guard isIncluded(device) else { continue }
+                var low = 0, high = ids.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if ids[middle] < id { low = middle + 1 } else { high = middle }
+                }
+                ids.insert(id, at: low)
+                if ids.count > count { ids.removeLast() }
+            }
+            return ids.compactMap { devices[$0] }
+        }
     }
 
     /// Devices whose info names `gateway` as their gateway.

@@ -82,7 +82,9 @@ extension Agent {
     }
 
     private func answer(_ message: MQTTMessage, method: String, counters: IntegrationCounters) async {
-        let request = (try? JSONParser.parse(message.payload))?.objectValue
+        // The device payloads' bound holds here too: a huge request is not parsed at all.
+        let oversized = message.payload.count > PayloadDecoder.maxPayloadBytes
+        let request = oversized ? nil : (try? JSONParser.parse(message.payload, maxDepth: PayloadDecoder.maxDepth))?.objectValue
         guard let replyTo = message.responseTopic ?? request?["replyTo"]?.stringValue,
               !replyTo.isEmpty, !replyTo.contains("+"), !replyTo.contains("#") else {
             counters.requestsDropped.add(1, ordering: .relaxed)
@@ -90,12 +92,31 @@ extension Agent {
                           metadata: ["topic": message.topic])
             return
         }
+        // Answers go only under the reply prefix: a reply topic elsewhere would let any client make the agent
+        // publish where it may write (a device's unbind topic, the event feed, its own status).
+        guard let requester = ReplyTopics.client(of: replyTo, prefix: configuration.replyPrefix) else {
+            counters.requestsDropped.add(1, ordering: .relaxed)
+            ingestor.counters.countGuard(.apiReplyRefused)
+            if apiLogLimiter.shouldLog("reply", now: Timestamp.now()) {
+                logger.warning("refused an API request: its reply topic is outside the reply prefix", metadata: [
+                    "topic": message.topic, "replyTo": String(replyTo.prefix(200)),
+                    "replyPrefix": configuration.replyPrefix])
+            }
+            return
+        }
         var reply = JSONObject([("id", request?["id"] ?? .null), ("method", .string(method))])
         do {
+            guard apiRateLimiter.allow(requester, now: ContinuousClock.now) else {
+                ingestor.counters.countGuard(.apiRateLimited)
+                throw APIError(429, "too many requests from '\(requester)': at most \(configuration.apiRateLimit) "
+                    + "per second; try again later")
+            }
+            if oversized { throw APIError(400, "the request is over 256 KiB") }
             guard let request else { throw APIError(400, "the request is not a JSON object") }
-            let data = try await apiResult(method, request)
+            let (data, extra) = try await apiResult(method, request)
             reply["code"] = .integer(0)
             reply["data"] = data
+            for (key, value) in extra { reply[key] = value }
             counters.requestsAnswered.add(1, ordering: .relaxed)
         } catch {
             let failure = error as? APIError ?? APIError(500, "\(error)")
@@ -111,7 +132,8 @@ extension Agent {
         }
     }
 
-    private func apiResult(_ method: String, _ request: JSONObject) async throws -> JSONValue {
+    /// The answer's `data`, and fields beside it (`next` of a `devices` page).
+    private func apiResult(_ method: String, _ request: JSONObject) async throws -> (JSONValue, JSONObject) {
         func device() throws -> String {
             guard let id = request["device"]?.stringValue else { throw APIError(400, "'device' is missing") }
             guard DeviceID.isValid(id) else { throw APIError(400, "'\(id)' is not a device id") }
@@ -126,28 +148,24 @@ extension Agent {
         switch method {
         case "info":
             let (id, snapshot) = try known()
-            return .object(snapshot.json(now: now, metadata: try? local?.metadata(id)))
+            return (.object(snapshot.json(now: now, metadata: try? local?.metadata(id))), [:])
         case "devices":
-            var devices = cache.all()
-            if request["offline"]?.boolValue == true { devices = devices.filter { $0.online == false } }
-            if let gateway = request["gateway"]?.stringValue { devices = devices.filter { $0.info.gatewayId == gateway } }
-            let metadata = (try? local?.allMetadata()) ?? [:]
-            return .array(devices.map { .object($0.json(now: now, metadata: metadata[$0.id])) })
+            return try devicesPage(request, now: now)
         case "set":
             let id = try device()
             guard let data = request["data"]?.objectValue, !data.isEmpty else {
                 throw APIError(400, "'data' must be a non-empty object of property codes and values")
             }
-            let timeout = request["timeout"]?.doubleValue.map { Duration.milliseconds(Int64($0 * 1000)) }
+            let timeout = try Self.timeout(request["timeout"])
             var values: [String: JSONValue] = [:]
             for (code, value) in data { values[code] = value }
             let outcome = await sendPropertySet(deviceId: id, values, timeout: timeout,
                                                 force: request["force"]?.boolValue ?? false)
-            return .object(outcome.json)
+            return (.object(outcome.json), [:])
         case "edit", "group", "network":
             do {
                 guard let change = try LocalChange(method: method, request: request) else { throw APIError(404, method) }
-                return try requireLocal().apply(change) { self.cache.device($0) != nil }
+                return (try requireLocal().apply(change) { self.cache.device($0) != nil }, [:])
             } catch let error as EditError {
                 throw APIError(error.apiCode, error.description)
             }
@@ -160,18 +178,58 @@ extension Agent {
             } catch {
                 throw APIError(503, "\(error)")
             }
-            return .object(JSONObject([("removed", .string(id))]))
+            return (.object(JSONObject([("removed", .string(id))])), [:])
         case "detail":
             let (id, _) = try known()
             let composer = DeviceDetailComposer(agent: self, config: detailConfig)
-            return .object(await composer.compose(id).json)
+            return (.object(await composer.compose(id).json), [:])
         case "firmware":
-            return try apiFirmware(request)
+            return (try apiFirmware(request), [:])
         case "ota":
             let (id, snapshot) = try known()
-            return try await apiOTA(request, device: id, snapshot: snapshot)
+            return (try await apiOTA(request, device: id, snapshot: snapshot), [:])
         default:
             throw APIError(404, "unknown method '\(method)'; methods: \(Self.apiMethods.joined(separator: ", "))")
         }
+    }
+}
+
+extension Agent {
+    /// One page of `devices`, in device-id order: at most `limit` (default `apiPageSize`) devices with an id after
+    /// `after`; `next` is the id to pass as `after` for the next page, null on the last one.
+    func devicesPage(_ request: JSONObject, now: Millis) throws -> (JSONValue, JSONObject) {
+        var limit = configuration.apiPageSize
+        if let raw = request["limit"], !raw.isNull {
+            guard let n = raw.int64Value, n >= 1, n <= AgentConfiguration.maxPageSize else {
+                throw APIError(400, "'limit' must be a whole number from 1 to \(AgentConfiguration.maxPageSize)")
+            }
+            limit = Int(n)
+        }
+        var after: String?
+        if let raw = request["after"], !raw.isNull {
+            guard let id = raw.stringValue else { throw APIError(400, "'after' must be a device id (a string)") }
+            after = id
+        }
+        let offline = request["offline"]?.boolValue == true
+        let gateway = request["gateway"]?.stringValue
+        // One more than the page: whether there is a next one.
+        let matching = cache.page(after: after, count: limit + 1) { device in
+            (!offline || device.online == false) && (gateway.map { device.info.gatewayId == $0 } ?? true)
+        }
+        let page = matching.prefix(limit)
+        let metadata = (try? local?.allMetadata()) ?? [:]
+        let next: JSONValue = matching.count > limit ? page.last.map { .string($0.id) } ?? .null : .null
+        return (.array(page.map { .object($0.json(now: now, metadata: metadata[$0.id])) }),
+                JSONObject([("next", next)]))
+    }
+
+    /// A request's `timeout` in seconds: absent is the default; anything but a number of seconds above zero and
+    /// within `InputBounds.maxSeconds` is a bad request (`-1e300` once ended the daemon).
+    static func timeout(_ value: JSONValue?) throws -> Duration? {
+        guard let value, !value.isNull else { return nil }
+        guard let seconds = value.doubleValue.flatMap({ InputBounds.seconds($0) }) else {
+            throw APIError(400, "'timeout' must be a number of seconds above 0 and at most \(Int(InputBounds.maxSeconds))")
+        }
+        return .milliseconds(Int64((seconds * 1000).rounded(.up)))
     }
 }

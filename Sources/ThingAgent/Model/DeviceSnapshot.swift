@@ -61,6 +61,10 @@ struct AppliedChanges: Sendable, Equatable {
     /// A newer report repeated a value: only its time moved (status, info or transfer time). Nothing to tell
     /// listeners, but the time must reach SQLite, or an older report could win again after a restart.
     var timesMoved = false
+    /// New property codes refused because the device already has `maxProperties` (nothing a listener hears of).
+    var refusedCodes = 0
+    /// A transfer `finish` neither started by this agent nor trusted: no sub-device was re-linked.
+    var untrustedFinish = false
 
     /// Nothing a listener would hear of (`timesMoved` aside).
     var isEmpty: Bool {
@@ -76,6 +80,7 @@ struct AppliedChanges: Sendable, Equatable {
         info = info || other.info
         transfer = other.transfer ?? transfer
         timesMoved = timesMoved || other.timesMoved
+        refusedCodes += other.refusedCodes
     }
 }
 
@@ -92,13 +97,20 @@ public struct PropertyChange: Sendable, Equatable {
 
 extension DeviceSnapshot {
     /// Applies one decoded message under PROTOCOL.md's rules: stale values lose, a repeat changes nothing.
-    mutating func apply(_ message: InboundMessage, now: Millis) throws(PayloadError) -> AppliedChanges {
+    /// A device keeps at most `maxProperties` codes: new ones beyond are refused (`refusedCodes`), known ones
+    /// still update.
+    mutating func apply(_ message: InboundMessage, now: Millis,
+                        maxProperties: Int = .max) throws(PayloadError) -> AppliedChanges {
         var changes = AppliedChanges()
         switch message {
         case .properties(let values):
             for (code, incoming) in values {
                 let current = properties[code]
                 if let current, incoming.time < current.time || current == incoming { continue }
+                if current == nil, properties.count >= maxProperties {
+                    changes.refusedCodes += 1
+                    continue
+                }
                 properties[code] = incoming
                 // A newer time with the same value still moves the cached time (so it is persisted);
                 // listeners only hear of it when the value itself changed (`isValueChange`).

@@ -6,9 +6,13 @@ import Synchronization
 /// The service: keeps the device cache current from the broker, tells listeners what changed, and sends requests.
 ///
 /// `init` opens the cache and loads it, so `cache` answers before the broker is even reached. `run()` connects,
-/// subscribes and works until its task is cancelled, then stops gracefully.
+/// subscribes and works until its task is cancelled, then stops gracefully: it owns ingest, journal, flusher,
+/// timers and the API, as a swift-service-lifecycle `Service` owns its work.
+///
+/// Within the package the same type also serves the CLI's short-lived roles (`Role`), started and stopped by
+/// hand; a library user sees the service alone.
 public final class Agent: Sendable {
-    public enum Role: Sendable {
+    package enum Role: Sendable {
         /// The daemon: subscribes to every device topic, announces itself, keeps the cache.
         case service
         /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers and for the
@@ -19,7 +23,7 @@ public final class Agent: Sendable {
     }
 
     public let configuration: AgentConfiguration
-    public let role: Role
+    package let role: Role
     public let cache: DeviceCache
     public let events: EventHub
     public let logger: AgentLogger
@@ -46,16 +50,29 @@ public final class Agent: Sendable {
     let cacheLock: CacheLock?
     /// The device-detail layout (`detailConfig`, or the built-in one).
     public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
+    /// The API's per-client request budget (`apiRateLimit`) and the rate of its warnings.
+    let apiRateLimiter: APIRateLimiter
+    let apiLogLimiter = LogRateLimiter()
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
-    public init(configuration: AgentConfiguration, role: Role = .service, logger: AgentLogger = .disabled,
-                lockCache: Bool = false) throws {
+    /// `shouldStop` is asked while a big cache loads and the journal replays: true ends `init` with
+    /// `StartUpInterrupted`, having written nothing (a SIGTERM during start-up).
+    public convenience init(configuration: AgentConfiguration, logger: AgentLogger = .disabled, lockCache: Bool = false,
+                            shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+        try self.init(configuration: configuration, role: .service, logger: logger, lockCache: lockCache,
+                      shouldStop: shouldStop)
+    }
+
+    /// The service, or one of the CLI's roles.
+    package init(configuration: AgentConfiguration, role: Role, logger: AgentLogger = .disabled,
+                 lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         self.configuration = configuration
         self.role = role
         self.logger = logger
         reloadable = Mutex(try ReloadableSettings(configuration, role: role))
         topics = configuration.topics
+        apiRateLimiter = APIRateLimiter(rate: configuration.apiRateLimit)
         events = EventHub()
         let store: CacheStore?
         var cachedUpgrades: [OTAUpgrade] = []
@@ -67,7 +84,7 @@ public final class Agent: Sendable {
         } else {
             let opened = try CacheStore(path: configuration.database)
             cacheLock = lockCache ? try CacheLock(cache: configuration.database, owner: configuration.clientID) : nil
-            cache = DeviceCache(try opened.loadAll())
+            cache = DeviceCache(try opened.loadAll(shouldStop: shouldStop))
             if role == .service { cachedUpgrades = try OTAUpgrades.read(opened.database) }
             store = opened
         }
@@ -85,7 +102,8 @@ public final class Agent: Sendable {
             ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
             : StorageMonitor()
         writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester,
-                             storage: storage)
+                             storage: storage, maxProperties: configuration.maxPropertiesPerDevice,
+                             trustsForeignTransfers: configuration.trustForeignTransfers)
         if role == .service, PrivateFiles.isReadableByOthers(configuration.database) {
             logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
                            + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.database])
@@ -114,7 +132,8 @@ public final class Agent: Sendable {
             writer.upgrades.load(cachedUpgrades)
             otaWatch.watchCached(cachedUpgrades, now: Timestamp.now())
         }
-        let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger, elsewhere: elsewhere)
+        let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger,
+                                elsewhere: elsewhere, limits: IngestLimits(configuration))
         self.ingestor = ingestor
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
         let since = Timestamp.now()
@@ -132,7 +151,7 @@ public final class Agent: Sendable {
         flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
                                check: check, logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
-        let replayed = try writer.replayJournal { ingestor.replay($0) }
+        let replayed = try writer.replayJournal(shouldStop: shouldStop) { ingestor.replay($0) }
         ingestor.counters.reset()
         try writer.flush(meta: report?() ?? [:])
         try writer.compactJournal(threshold: 0)
@@ -182,7 +201,7 @@ public final class Agent: Sendable {
     public var connectionState: MQTTConnectionState { client.state }
 
     /// Connects and subscribes. Throws a clear error when the broker cannot be used.
-    public func start() async throws {
+    package func start() async throws {
         flusher.start()
         try await client.connect()
         let filters: [(String, QoS)] = switch role {
@@ -233,7 +252,7 @@ public final class Agent: Sendable {
     /// Runs the agent's timers until the calling task is cancelled: offline warnings (the daemon) and the end of
     /// stalled gateway transfers (the daemon for every gateway, a requester for the gateways it follows).
     /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
-    public func runTimers() async {
+    package func runTimers() async {
         await withDiscardingTaskGroup { group in
             if role == .service { group.addTask { await self.offlineWatch.run() } }
             if role != .observer { group.addTask { await self.transferWatch.run() } }
@@ -247,7 +266,7 @@ public final class Agent: Sendable {
     /// Makes a requester receive more of `deviceId`'s reports than the answers it waits for: it subscribes to the
     /// device's topics for `kinds` and keeps what they carry in its cache (`.transfer`: gateway-transfer progress,
     /// which a requester that started a transfer needs). The daemon and observers already receive everything.
-    public func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
+    package func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
         guard role == .requester else { return }
         guard DeviceID.isValid(deviceId) else {
             throw RequestError.unsupported(deviceId: deviceId, reason: "not a valid device id")
@@ -291,7 +310,7 @@ public final class Agent: Sendable {
     }
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
-    public func stop() async {
+    package func stop() async {
         ingestor.stopWaiting()
         if role == .service, client.state == .connected {
             // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a
@@ -422,4 +441,11 @@ public final class Agent: Sendable {
         }
         return mqtt
     }
+}
+
+/// A stop asked for while the agent was still starting (loading its cache, replaying its journal): nothing was
+/// written, so the next start does it all again.
+public struct StartUpInterrupted: Error, CustomStringConvertible {
+    public init() {}
+    public var description: String { "stopped during start-up" }
 }

@@ -52,6 +52,22 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var eventQueueLimit = 4096
     /// Answer the request/response API on `thing-agent/api/<clientId>/request/<method>` (the daemon only).
     public var serveAPI = true
+    /// API answers go only to topics under this prefix (`replyTo`, the MQTT 5 response topic); the first level
+    /// below it names the client for the rate limit.
+    public var replyPrefix = "thing-agent/replies/"
+    /// Devices in one page of the API's `devices` when the request gives no `limit`.
+    public var apiPageSize = 100
+    /// API requests per second one client may make (a burst of as many, at least one); 0: no limit.
+    public var apiRateLimit: Double = 20
+    /// A report time further ahead of the agent's clock than this (seconds) is replaced by the arrival time.
+    public var maxClockSkew: Double = 300
+    /// Property codes one device may have; new codes beyond are refused.
+    public var maxPropertiesPerDevice = 512
+    /// Devices the cache holds; messages from new devices beyond are refused.
+    public var maxDevices = 1_000_000
+    /// Re-link sub-devices on a `finish` for a transfer started elsewhere (not through this agent), when the
+    /// gateway is eligible: known, with the gatewayTransfer ability, of the faulty gateway's product and space.
+    public var trustForeignTransfers = false
     /// The device-detail config (`thing-agent detail`, the API's `detail`), in the SDKs' deviceDetailConfig.json
     /// format; nil uses the built-in default layout.
     public var detailConfig: String?
@@ -112,7 +128,12 @@ public struct AgentConfiguration: Sendable, Equatable {
         }),
         ("persistentSession", "THING_AGENT_PERSISTENT_SESSION", { c, v in setBool(&c.persistentSession, v) }),
         ("sessionExpiry", "THING_AGENT_SESSION_EXPIRY", { c, v in setNumber(&c.sessionExpiry, v) }),
-        ("keepAlive", "THING_AGENT_KEEPALIVE", { c, v in setNumber(&c.keepAlive, v) }),
+        ("keepAlive", "THING_AGENT_KEEPALIVE", { c, v in
+            // MQTT carries the keepalive in 16 bits; libmosquitto takes 5 s or more.
+            guard let d = v.doubleValue, d >= 5, d <= 65535 else { return false }
+            c.keepAlive = d
+            return true
+        }),
         ("topicRoot", "THING_AGENT_TOPIC_ROOT", { c, v in
             guard let s = v.stringValue, !s.isEmpty, !s.contains("+"), !s.contains("#") else { return false }
             c.topicRoot = s
@@ -128,7 +149,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         }),
         ("offlineGracePeriod", "THING_AGENT_OFFLINE_GRACE", { c, v in setNumber(&c.offlineGracePeriod, v) }),
         ("transferStallTimeout", "THING_AGENT_TRANSFER_STALL_TIMEOUT", { c, v in
-            guard let d = v.doubleValue, d > 0, d.isFinite else { return false }
+            guard let d = v.doubleValue.flatMap({ InputBounds.seconds($0) }) else { return false }
             c.transferStallTimeout = d
             return true
         }),
@@ -154,6 +175,25 @@ public struct AgentConfiguration: Sendable, Equatable {
             return true
         }),
         ("serveAPI", "THING_AGENT_SERVE_API", { c, v in setBool(&c.serveAPI, v) }),
+        ("replyPrefix", "THING_AGENT_REPLY_PREFIX", { c, v in
+            guard let s = v.stringValue, !s.isEmpty, !s.contains("+"), !s.contains("#") else { return false }
+            c.replyPrefix = s
+            return true
+        }),
+        ("apiPageSize", "THING_AGENT_API_PAGE_SIZE", { c, v in setCount(&c.apiPageSize, v, max: maxPageSize) }),
+        ("apiRateLimit", "THING_AGENT_API_RATE_LIMIT", { c, v in
+            guard let d = v.doubleValue, d >= 0, d <= 1_000_000 else { return false }
+            c.apiRateLimit = d
+            return true
+        }),
+        ("maxClockSkew", "THING_AGENT_MAX_CLOCK_SKEW", { c, v in setNumber(&c.maxClockSkew, v) }),
+        ("maxPropertiesPerDevice", "THING_AGENT_MAX_PROPERTIES", { c, v in
+            setCount(&c.maxPropertiesPerDevice, v, max: 1_000_000)
+        }),
+        ("maxDevices", "THING_AGENT_MAX_DEVICES", { c, v in setCount(&c.maxDevices, v, max: 1_000_000_000) }),
+        ("trustForeignTransfers", "THING_AGENT_TRUST_FOREIGN_TRANSFERS", { c, v in
+            setBool(&c.trustForeignTransfers, v)
+        }),
         ("detailConfig", "THING_AGENT_DETAIL_CONFIG", { c, v in setOptional(&c.detailConfig, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
             guard let s = v.stringValue, AgentLogger.Level(name: s) != nil else { return false }
@@ -172,9 +212,14 @@ public struct AgentConfiguration: Sendable, Equatable {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Error(message: "cannot read the config file \(path)")
         }
+        try apply(contents: [UInt8](data), file: path)
+    }
+
+    /// Applies the text of a JSON config file (`file` names it in errors).
+    mutating func apply(contents: [UInt8], file path: String) throws(Error) {
         let root: JSONValue
         do {
-            root = try JSONParser.parse([UInt8](data))
+            root = try JSONParser.parse(contents)
         } catch {
             throw Error(message: "the config file \(path) is not valid JSON: \(error)")
         }
@@ -235,9 +280,21 @@ public struct AgentConfiguration: Sendable, Equatable {
         return true
     }
 
+    /// Seconds: zero or more, at most `InputBounds.maxSeconds` (a larger one would trap where it becomes a
+    /// `Duration`).
     private static func setNumber(_ target: inout Double, _ value: JSONValue) -> Bool {
-        guard let d = value.doubleValue, d >= 0, d.isFinite else { return false }
+        guard let d = value.doubleValue.flatMap({ InputBounds.seconds($0, allowZero: true) }) else { return false }
         target = d
         return true
     }
+
+    /// A whole number from 1 to `max`.
+    private static func setCount(_ target: inout Int, _ value: JSONValue, max: Int64) -> Bool {
+        guard let n = value.int64Value, n > 0, n <= max else { return false }
+        target = Int(n)
+        return true
+    }
+
+    /// The largest page of the API's `devices`, whatever `apiPageSize` or a request's `limit` says.
+    public static let maxPageSize: Int64 = 10_000
 }

@@ -15,6 +15,23 @@ public enum DropReason: String, Sendable, CaseIterable {
     /// Could not be applied to the cache. A message the journal cannot take (a full disk) is not dropped: it is
     /// left with the broker, and counted when it is taken later.
     case storeFailed
+    /// From a new device while the cache holds `maxDevices`.
+    case deviceLimit
+}
+
+/// Input the agent took but refused part of or corrected (besides each message's one outcome), or API requests it
+/// refused: counted so that an operator sees a device or client misbehave.
+public enum GuardReason: String, Sendable, CaseIterable {
+    /// A time further ahead of the agent's clock than `maxClockSkew`, replaced by the arrival time.
+    case clockSkew
+    /// A report with new property codes beyond `maxPropertiesPerDevice`: those codes were refused.
+    case propertyLimit
+    /// A transfer `finish` for a transfer the agent did not start (nor trusts): no sub-device moved.
+    case untrustedTransfer
+    /// An API request whose reply topic is outside `replyPrefix`: not answered.
+    case apiReplyRefused
+    /// An API request over its client's `apiRateLimit`: answered 429.
+    case apiRateLimited
 }
 
 /// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason.
@@ -27,6 +44,8 @@ public struct IngestStatistics: Sendable, Equatable {
     /// Stale or repeated: nothing to change. Answers to requests count here too.
     public var unchanged = 0
     public var dropped: [DropReason: Int] = [:]
+    /// Corrections and refusals beside the outcome (`GuardReason`).
+    public var guarded: [GuardReason: Int] = [:]
 
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
 }
@@ -37,6 +56,7 @@ final class IngestCounters: Sendable {
     private let applied = Atomic<Int>(0)
     private let unchanged = Atomic<Int>(0)
     private let drops = Mutex<[DropReason: Int]>([:])
+    private let guards = Mutex<[GuardReason: Int]>([:])
 
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countApplied() { applied.add(1, ordering: .relaxed) }
@@ -45,6 +65,7 @@ final class IngestCounters: Sendable {
     func countNotTaken() { received.subtract(1, ordering: .relaxed) }
     /// Drops are rare; a lock is fine there.
     func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
+    func countGuard(_ reason: GuardReason) { guards.withLock { $0[reason, default: 0] += 1 } }
 
     var snapshot: IngestStatistics {
         var stats = IngestStatistics()
@@ -52,6 +73,7 @@ final class IngestCounters: Sendable {
         stats.applied = applied.load(ordering: .relaxed)
         stats.unchanged = unchanged.load(ordering: .relaxed)
         stats.dropped = drops.withLock { $0 }
+        stats.guarded = guards.withLock { $0 }
         return stats
     }
 
@@ -60,6 +82,7 @@ final class IngestCounters: Sendable {
         applied.store(0, ordering: .relaxed)
         unchanged.store(0, ordering: .relaxed)
         drops.withLock { $0 = [:] }
+        guards.withLock { $0 = [:] }
     }
 }
 
@@ -70,6 +93,7 @@ extension IngestStatistics {
         var rows = ["ingest.received": Int64(received), "ingest.applied": Int64(applied),
                     "ingest.unchanged": Int64(unchanged)]
         for reason in DropReason.allCases { rows["ingest.dropped.\(reason.rawValue)"] = Int64(dropped[reason] ?? 0) }
+        for reason in GuardReason.allCases { rows["ingest.guarded.\(reason.rawValue)"] = Int64(guarded[reason] ?? 0) }
         return rows
     }
 
@@ -84,6 +108,9 @@ extension IngestStatistics {
         unchanged = Int(rows["ingest.unchanged"] ?? 0)
         for reason in DropReason.allCases {
             if let count = rows["ingest.dropped.\(reason.rawValue)"], count > 0 { dropped[reason] = Int(count) }
+        }
+        for reason in GuardReason.allCases {
+            if let count = rows["ingest.guarded.\(reason.rawValue)"], count > 0 { guarded[reason] = Int(count) }
         }
     }
 }

@@ -3,6 +3,20 @@ import JSON
 import MQTT
 import Synchronization
 
+/// Bounds of the receive path (`maxClockSkew`, `maxDevices`); the per-device property bound is the writer's.
+struct IngestLimits: Sendable {
+    /// Milliseconds a time may be ahead of the arrival.
+    var maxClockSkew: Millis = 300_000
+    var maxDevices = 1_000_000
+
+    init() {}
+
+    init(_ configuration: AgentConfiguration) {
+        maxClockSkew = Millis(configuration.maxClockSkew * 1000)
+        maxDevices = configuration.maxDevices
+    }
+}
+
 /// The receive path. Runs on the MQTT network thread for every message, before the broker gets its PUBACK,
 /// so that a QoS 1 report is on disk before the broker forgets it. Keep it short: no waiting, no per-message tasks;
 /// the one wait is deliberate, when the storage cannot keep a message (`waitWhileStorageHolds`).
@@ -17,14 +31,19 @@ final class Ingestor: Sendable {
     /// Takes messages on topics outside the device tree (the agent's API requests); true when taken.
     /// Consulted only after a topic failed to parse as a device topic, so device messages never pay for it.
     private let elsewhere: (@Sendable (MQTTMessage) -> Bool)?
+    let limits: IngestLimits
+    /// Devices already warned about for `maxPropertiesPerDevice` (each is logged once), and whether the device
+    /// limit was.
+    private let limitsLogged = Mutex<(devices: Set<String>, fleet: Bool)>(([], false))
     /// Cuts the broker connection before the PUBACK of a message that could not be kept goes out.
     private let refuse = Mutex<(@Sendable () -> Void)?>(nil)
     /// Set when the agent stops: a message waiting for the storage is then left with the broker.
     private let stopping = Atomic<Bool>(false)
 
     init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, logger: AgentLogger,
-         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil) {
+         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil, limits: IngestLimits = IngestLimits()) {
         self.elsewhere = elsewhere
+        self.limits = limits
         self.topics = topics
         self.writer = writer
         self.tracker = tracker
@@ -99,7 +118,7 @@ final class Ingestor: Sendable {
             drop(.oversized, message.topic, "payload of \(message.payload.count) bytes is over 256 KiB", now: now)
             return true
         }
-        let decoded: InboundMessage
+        var decoded: InboundMessage
         do {
             decoded = try message.payload.withUnsafeBytes { bytes throws(PayloadError) in
                 try decoder.decode(kind, payload: bytes, arrival: now)
@@ -107,6 +126,15 @@ final class Ingestor: Sendable {
         } catch {
             drop(.malformed, message.topic, (error as? PayloadError)?.reason ?? "\(error)", now: now)
             return true
+        }
+        let (checked, corrected) = decoded.correctingClockSkew(arrival: now, maxSkew: limits.maxClockSkew)
+        if corrected {
+            decoded = checked
+            counters.countGuard(.clockSkew)
+            if limiter.shouldLog(message.topic, now: now) {
+                logger.warning("a time too far ahead of the agent's clock was replaced by the arrival time", metadata: [
+                    "topic": String(message.topic.prefix(200)), "maxClockSkew": "\(limits.maxClockSkew / 1000) s"])
+            }
         }
         let raw = journal ? message : nil
         if case .response(let response) = decoded, case .response(let request) = kind {
@@ -171,10 +199,32 @@ final class Ingestor: Sendable {
             }
             return true
         }
+        if writer.cache.count >= limits.maxDevices, !writer.cache.contains(device) {
+            counters.countDrop(.deviceLimit)
+            let first = limitsLogged.withLock { logged in
+                defer { logged.fleet = true }
+                return !logged.fleet
+            }
+            if first {
+                logger.error("the cache holds maxDevices devices: messages from new devices are refused", metadata: [
+                    "maxDevices": "\(limits.maxDevices)", "device": device])
+            }
+            return true
+        }
         do {
             switch try writer.apply(message, to: device, now: now, raw: raw) {
-            case .changed:
+            case .changed(let changes) where changes.isEmpty:
+                // Only new property codes over the limit: nothing else changed.
+                counters.countUnchanged()
+                refusedCodes(changes, device: device)
+            case .changed(let changes):
                 counters.countApplied()
+                refusedCodes(changes, device: device)
+                if changes.untrustedFinish, let target = changes.transfer?.targetDeviceId {
+                    counters.countGuard(.untrustedTransfer)
+                    logger.warning("a gateway reported a finished transfer this agent did not start; no sub-device moved",
+                                   metadata: ["gateway": device, "target": target])
+                }
             case .unchanged:
                 counters.countUnchanged()
             }
@@ -191,6 +241,21 @@ final class Ingestor: Sendable {
                 "topic": topic, "error": "\(error)"])
         }
         return true
+    }
+
+    private func refusedCodes(_ changes: AppliedChanges, device: String) {
+        guard changes.refusedCodes > 0 else { return }
+        counters.countGuard(.propertyLimit)
+        let first = limitsLogged.withLock { logged in
+            // A bounded memory of whom we told: past it, everyone is told again once.
+            if logged.devices.count >= 10_000 { logged.devices.removeAll() }
+            return logged.devices.insert(device).inserted
+        }
+        if first {
+            logger.warning("a device reported more property codes than maxPropertiesPerDevice; the new ones are refused",
+                           metadata: ["device": device, "maxPropertiesPerDevice": "\(writer.maxProperties)",
+                                      "refused": "\(changes.refusedCodes)"])
+        }
     }
 
     private func drop(_ reason: DropReason, _ topic: String, _ why: String, now: Millis) {

@@ -68,8 +68,7 @@ public final class CacheLock: Sendable {
     /// 0 EOF`: the pid, then the device as major:minor in hex and the inode).
     private static func holder(of fd: Int32) -> Int32? {
         var info = stat()
-        guard fstat(fd, &info) == 0,
-              let table = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        guard fstat(fd, &info) == 0, let table = readWhole("/proc/locks") else { return nil }
         let device = UInt64(info.st_dev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
         let minor = (device & 0xff) | ((device >> 12) & ~0xff)
@@ -80,6 +79,22 @@ public final class CacheLock: Sendable {
             return Int32(fields[4])
         }
         return nil
+    }
+
+    /// A /proc file read to its end: its size reads as 0, and on a busy machine /proc/locks holds thousands of
+    /// lines, so one fixed-size read would miss the holder's.
+    private static func readWhole(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return count == 0 ? String(decoding: bytes, as: UTF8.self) : nil }
+            bytes.append(contentsOf: chunk[..<count])
+        }
     }
 
     deinit {

@@ -16,8 +16,10 @@ public struct TextLogHandler: AgentLogHandler {
     }
 
     public func log(level: AgentLogger.Level, label: String, message: String, metadata: AgentLogger.Metadata) {
-        let meta = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        line.write(level, "\(LogLine.now()) \(level) \(label): \(message)\(meta.isEmpty ? "" : " " + meta)")
+        // One line per entry, and nothing in it a terminal would act on (device names and topics end up here).
+        let meta = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value.terminalSafe())" }
+            .joined(separator: " ")
+        line.write(level, "\(LogLine.now()) \(level) \(label): \(message.terminalSafe())\(meta.isEmpty ? "" : " " + meta)")
     }
 }
 

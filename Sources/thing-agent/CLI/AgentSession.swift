@@ -23,9 +23,7 @@ extension Command {
     /// The value of a `--timeout S` option: nil when absent, a usage error when not a positive number.
     static func seconds(_ arguments: ParsedArguments, _ option: String = "timeout") throws -> Double? {
         guard let text = arguments.value(option) else { return nil }
-        guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
-            throw CommandFailure(code: .usage, message: "--\(option) needs a positive number of seconds")
-        }
+        guard let seconds = InputBounds.seconds(text) else { throw CommandFailure.badSeconds(option) }
         return seconds
     }
 }

@@ -9,13 +9,16 @@ protocol Command: SendableMetatype {
 
 /// Where commands write: stdout for results, stderr for errors and logs.
 enum Console {
+    /// Messages quote what devices said (a refusal's message): nothing in them reaches the terminal raw.
     static func error(_ message: String) {
-        try? FileHandle.standardError.write(contentsOf: Data("thing-agent: \(message)\n".utf8))
+        try? FileHandle.standardError.write(contentsOf: Data("thing-agent: \(message.terminalSafe(keepingNewlines: true))\n".utf8))
     }
 
-    /// A line on stdout, written at once (print buffers when stdout is not a terminal).
+    /// A line on stdout, written at once (print buffers when stdout is not a terminal). The program's own
+    /// newlines stay; any other control character (from a device-supplied string) is escaped. `--json` output
+    /// does not come here: it stays exact.
     static func out(_ line: String) {
-        try? FileHandle.standardOutput.write(contentsOf: Data((line + "\n").utf8))
+        try? FileHandle.standardOutput.write(contentsOf: Data((line.terminalSafe(keepingNewlines: true) + "\n").utf8))
     }
 }
 
@@ -83,9 +86,7 @@ extension Command {
     /// Applies `--timeout S` to `requestTimeout`.
     static func applyTimeout(_ arguments: ParsedArguments, to configuration: inout AgentConfiguration) throws {
         guard let timeout = arguments.value("timeout") else { return }
-        guard let seconds = Double(timeout), seconds > 0, seconds.isFinite else {
-            throw CommandFailure(code: .usage, message: "--timeout needs a positive number of seconds")
-        }
+        guard let seconds = InputBounds.seconds(timeout) else { throw CommandFailure.badSeconds("timeout") }
         configuration.requestTimeout = seconds
     }
 }

@@ -1,3 +1,5 @@
+import ThingAgent
+
 /// The exit codes every subcommand uses (documented in the README and in `thing-agent --help`).
 enum ExitCode: Int32 {
     case success = 0
@@ -34,4 +36,12 @@ struct CommandFailure: Error, CustomStringConvertible {
     let code: ExitCode
     let message: String
     var description: String { message }
+}
+
+extension CommandFailure {
+    /// A `--option S` that is not a positive number of seconds within `InputBounds.maxSeconds`.
+    static func badSeconds(_ option: String) -> CommandFailure {
+        CommandFailure(code: .usage,
+                       message: "--\(option) needs a positive number of seconds, at most \(Int(InputBounds.maxSeconds))")
+    }
 }

@@ -42,14 +42,16 @@ enum Format {
         return String(repeating: "▮", count: filled) + String(repeating: "▯", count: 4 - filled)
     }
 
+    /// A value for a terminal: strings as they are but with control characters escaped, the rest as JSON.
     static func value(_ value: JSONValue) -> String {
-        if case .string(let text) = value { return text }
-        return value.serialized()
+        if case .string(let text) = value { return text.terminalSafe() }
+        return value.serialized().terminalSafe()
     }
 
-    /// A plain table: columns padded to their widest cell.
+    /// A plain table: columns padded to their widest cell. Cells hold device-supplied text, so each is made safe
+    /// for a terminal (and kept on one line).
     static func table(_ header: [String], _ rows: [[String]]) -> String {
-        let all = [header] + rows
+        let all = ([header] + rows).map { $0.map { $0.terminalSafe() } }
         let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
         return all.map { row in
             row.enumerated().map { index, cell in

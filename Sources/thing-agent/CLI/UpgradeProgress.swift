@@ -32,7 +32,7 @@ struct UpgradeProgress {
         let name = switch upgrade.stage {
         case .accepted: "accepted, waiting for the first report"
         case .succeeded: "succeeded: \(upgrade.deviceId) reports \(upgrade.image.version)"
-        case .failed: "failed (failedCode \(upgrade.failedCode))"
+        case .failed: "failed (failedCode \(upgrade.failedCode.terminalSafe()))"
         default: "\(upgrade.stage.rawValue) \(upgrade.progress)%"
         }
         if interactive {

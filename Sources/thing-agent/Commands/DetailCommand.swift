@@ -32,7 +32,7 @@ enum DetailCommand: Command {
         if arguments.has("json") {
             Format.printJSON(.object(detail.json))
         } else {
-            print(text(detail))
+            Console.out(text(detail))
         }
         return .success
     }
@@ -41,12 +41,12 @@ enum DetailCommand: Command {
         var lines = ["Device \(detail.deviceId)"]
         for section in detail.sections {
             let title = section.header?["title"]?.stringValue ?? section.header?["cellType"]?.stringValue
-            lines.append("[\(section.name)]" + (title.map { " \($0)" } ?? ""))
+            lines.append("[\(section.name.terminalSafe())]" + (title.map { " \($0.terminalSafe())" } ?? ""))
             for item in section.items {
                 var line = "  \(item.cellType.padding(toLength: 34, withPad: " ", startingAt: 0))"
                 if item.status != .ok { line += "(\(item.status.rawValue)) " }
                 if let data = item.data { line += data.serialized() + " " }
-                if let message = item.message { line += "- \(message)" }
+                if let message = item.message { line += "- \(message.terminalSafe())" }
                 lines.append(line)
             }
         }

@@ -34,8 +34,8 @@ enum DevicesCommand: Command {
              device.wifiSignal.map { "\($0.dBm) dBm" } ?? "",
              String(device.properties.count), Format.age(device.updatedAt, now: now)]
         }
-        print(Format.table(["ID", "NAME", "CATEGORY", "STATUS", "WIFI", "PROPS", "UPDATED"], rows))
-        print("\(devices.count) device\(devices.count == 1 ? "" : "s")")
+        Console.out(Format.table(["ID", "NAME", "CATEGORY", "STATUS", "WIFI", "PROPS", "UPDATED"], rows))
+        Console.out("\(devices.count) device\(devices.count == 1 ? "" : "s")")
         return .success
     }
 }

@@ -80,15 +80,15 @@ enum EditCommand: Command {
         if arguments.has("json") {
             Format.printJSON(.object(metadata.json))
         } else {
-            print(text(snapshot, metadata))
+            Console.out(text(snapshot, metadata))
         }
         return .success
     }
 
     static func text(_ device: DeviceSnapshot, _ metadata: DeviceMetadata) -> String {
         """
-        \(device.id): name "\(device.displayName(metadata) ?? "")"\(metadata.name == nil ? " (reported)" : ""), \
-        room \(metadata.room ?? "-"), icon \(metadata.icon ?? "-"), offline warning \(metadata.offlineWarning ? "on" : "off")
+        \(device.id): name "\((device.displayName(metadata) ?? "").terminalSafe())"\(metadata.name == nil ? " (reported)" : ""), \
+        room \((metadata.room ?? "-").terminalSafe()), icon \((metadata.icon ?? "-").terminalSafe()), offline warning \(metadata.offlineWarning ? "on" : "off")
         """
     }
 }
@@ -135,7 +135,7 @@ enum RemoveCommand: Command {
                 await agent.stop()
             }
         }
-        print("\(device): removed (unbind published on \(configuration.topics.unbind(device)))")
+        Console.out("\(device): removed (unbind published on \(configuration.topics.unbind(device)))")
         return .success
     }
 }

@@ -37,17 +37,17 @@ enum GatewaysCommand: Command {
         }
         let product = me.info.productId ?? "?"
         let space = me.info.spaceId.map(String.init) ?? "?"
-        print("Gateways that \(device) can replace (product \(product), space \(space)), offline first:")
+        Console.out("Gateways that \(device) can replace (product \(product), space \(space)), offline first:")
         let rows = candidates.map { candidate -> [String] in
             [candidate.id, candidate.info.name ?? "", candidate.online.map { $0 ? "online" : "offline" } ?? "unknown",
              String(agent.cache.subDevices(of: candidate.id).count), Format.age(candidate.updatedAt, now: now)]
         }
-        print(Format.table(["ID", "NAME", "STATUS", "SUB-DEVICES", "UPDATED"], rows))
-        print("\(candidates.count) gateway\(candidates.count == 1 ? "" : "s")")
+        Console.out(Format.table(["ID", "NAME", "STATUS", "SUB-DEVICES", "UPDATED"], rows))
+        Console.out("\(candidates.count) gateway\(candidates.count == 1 ? "" : "s")")
         let transfer = manager.deviceTransferInfo()
         if transfer.status != .none {
-            print("Latest transfer of \(device): \(transfer.status) from \(transfer.targetDeviceId ?? "?")"
-                + (transfer.failedCode.isEmpty ? "" : " (failedCode \(transfer.failedCode))"))
+            Console.out("Latest transfer of \(device): \(transfer.status) from \(transfer.targetDeviceId ?? "?")"
+                + (transfer.failedCode.isEmpty ? "" : " (failedCode \(transfer.failedCode.terminalSafe()))"))
         }
         return .success
     }

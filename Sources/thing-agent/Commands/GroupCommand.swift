@@ -39,19 +39,19 @@ enum GroupCommand: Command {
             if arguments.has("json") {
                 Format.printJSON(.array(groups.map(\.json)))
             } else if groups.isEmpty {
-                print("no groups")
+                Console.out("no groups")
             } else {
-                print(Format.table(["GROUP", "DEVICES"], groups.map { [$0.name, $0.devices.joined(separator: ",")] }))
+                Console.out(Format.table(["GROUP", "DEVICES"], groups.map { [$0.name, $0.devices.joined(separator: ",")] }))
             }
         case "create":
             let name = try needName()
             try knownDevices()
             let group = DeviceGroup(json: try await apply(.createGroup(name, devices: devices), configuration))
-            print("group \(name) created with \(group?.devices.count ?? devices.count) device(s)")
+            Console.out("group \(name) created with \(group?.devices.count ?? devices.count) device(s)")
         case "delete":
             let name = try needName()
             _ = try await apply(.deleteGroup(name), configuration)
-            print("group \(name) deleted")
+            Console.out("group \(name) deleted")
         case "add", "remove":
             let name = try needName()
             guard !devices.isEmpty else { throw CommandFailure(code: .usage, message: "missing DEVICE\nUsage: \(spec.usage)") }
@@ -59,7 +59,7 @@ enum GroupCommand: Command {
             let change: LocalChange = action == "add"
                 ? .addToGroup(name, devices: devices) : .removeFromGroup(name, devices: devices)
             let group = DeviceGroup(json: try await apply(change, configuration))
-            print("group \(name): \(group?.devices.joined(separator: ",") ?? "")")
+            Console.out("group \(name): \(group?.devices.joined(separator: ",") ?? "")")
         default:
             throw CommandFailure(code: .usage, message: "unknown action '\(action)'\nUsage: \(spec.usage)")
         }
@@ -98,9 +98,9 @@ enum NetworkCommand: Command {
             if arguments.has("json") {
                 Format.printJSON(.array(networks.map(\.json)))
             } else if networks.isEmpty {
-                print("\(device): no backup networks")
+                Console.out("\(device): no backup networks")
             } else {
-                print(Format.table(["SSID", "PRIORITY", "PASSWORD"],
+                Console.out(Format.table(["SSID", "PRIORITY", "PASSWORD"],
                                    networks.map { [$0.ssid, "\($0.priority)", $0.password == nil ? "no" : "yes"] }))
             }
         case "add":
@@ -113,11 +113,11 @@ enum NetworkCommand: Command {
             let password = try WifiPassword.read(arguments)
             let network = BackupNetwork(ssid: words[2], password: password, priority: priority)
             _ = try await apply(.addNetwork(device: device, network), configuration)
-            print("\(device): backup network \(words[2]) kept")
+            Console.out("\(device): backup network \(words[2]) kept")
         case "remove":
             guard words.count == 3 else { throw CommandFailure(code: .usage, message: "missing SSID\nUsage: \(spec.usage)") }
             _ = try await apply(.removeNetwork(device: device, ssid: words[2]), configuration)
-            print("\(device): backup network \(words[2]) removed")
+            Console.out("\(device): backup network \(words[2]) removed")
         default:
             throw CommandFailure(code: .usage, message: "unknown action '\(action)'\nUsage: \(spec.usage)")
         }

@@ -17,12 +17,7 @@ enum InfoCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let device = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
-        if let timeout = arguments.value("timeout") {
-            guard let seconds = Double(timeout), seconds > 0 else {
-                throw CommandFailure(code: .usage, message: "--timeout needs a positive number of seconds")
-            }
-            configuration.requestTimeout = seconds
-        }
+        try applyTimeout(arguments, to: &configuration)
         let snapshot: DeviceSnapshot
         if arguments.has("fetch") {
             let agent = try await startAgent(configuration, role: .requester)
@@ -55,25 +50,25 @@ enum InfoCommand: Command {
             if let upgrade { object["upgrade"] = .object(upgrade.json) }
             Format.printJSON(.object(object))
         } else {
-            print(text(snapshot, now: now, metadata: metadata) + (upgrade.map { "\n" + upgradeLine($0, now: now) } ?? ""))
+            Console.out(text(snapshot, now: now, metadata: metadata) + (upgrade.map { "\n" + upgradeLine($0, now: now) } ?? ""))
         }
         return .success
     }
 
     static func upgradeLine(_ upgrade: OTAUpgrade, now: Millis) -> String {
         let state = switch upgrade.stage {
-        case .failed: "failed (failedCode \(upgrade.failedCode))"
+        case .failed: "failed (failedCode \(upgrade.failedCode.terminalSafe()))"
         case .succeeded: "succeeded"
         default: "\(upgrade.stage.rawValue) \(upgrade.progress)%, running"
         }
-        return "  firmware upgrade \(upgrade.fromVersion ?? "?") → \(upgrade.image.version): \(state), started "
+        return "  firmware upgrade \((upgrade.fromVersion ?? "?").terminalSafe()) → \(upgrade.image.version): \(state), started "
             + Format.age(upgrade.startedAt, now: now)
     }
 
     static func text(_ device: DeviceSnapshot, now: Millis, metadata: DeviceMetadata? = nil) -> String {
-        var lines = ["Device \(device.id)" + (device.displayName(metadata).map { "  \"\($0)\"" } ?? "")]
+        var lines = ["Device \(device.id)" + (device.displayName(metadata).map { "  \"\($0.terminalSafe())\"" } ?? "")]
         if let metadata, metadata.name != nil || metadata.room != nil || metadata.icon != nil || !metadata.offlineWarning {
-            lines.append("  local            room \(metadata.room ?? "-"), icon \(metadata.icon ?? "-"), "
+            lines.append("  local            room \((metadata.room ?? "-").terminalSafe()), icon \((metadata.icon ?? "-").terminalSafe()), "
                 + "offline warning \(metadata.offlineWarning ? "on" : "off")")
         }
         let status = device.online.map { $0 ? "online" : "offline" } ?? "unknown"
@@ -91,13 +86,13 @@ enum InfoCommand: Command {
         }
         if let transfer = device.transfer {
             lines.append("  transfer         \(transfer.status) from \(transfer.targetDeviceId ?? "?")"
-                + (transfer.failedCode.isEmpty ? "" : " (\(transfer.failedCode))"))
+                + (transfer.failedCode.isEmpty ? "" : " (\(transfer.failedCode.terminalSafe()))"))
         }
         lines.append("Properties:")
         if device.properties.isEmpty { lines.append("  (none reported)") }
         for code in device.properties.keys.sorted() {
             let property = device.properties[code]!
-            lines.append("  \(code.padding(toLength: 16, withPad: " ", startingAt: 0)) "
+            lines.append("  \(code.terminalSafe().padding(toLength: 16, withPad: " ", startingAt: 0)) "
                 + "\(Format.value(property.value))  (\(Format.age(property.time, now: now)))")
         }
         return lines.joined(separator: "\n")

@@ -59,7 +59,7 @@ enum OTACommand: Command {
                     """)
             }
             guard FirmwareVersion.isNewer(latest.version, than: device.info.firmwareVersion) else {
-                Console.out("\(deviceId) already runs \(device.info.firmwareVersion ?? latest.version), "
+                Console.out("\(deviceId) already runs \((device.info.firmwareVersion ?? latest.version).terminalSafe()), "
                             + "the catalog's latest (\(latest.version)); nothing sent")
                 return .success
             }
@@ -89,7 +89,7 @@ enum OTACommand: Command {
             throw error
         }
         let startedAt = started["startedAt"]?.int64Value ?? 0
-        Console.out("\(deviceId): \(device.info.firmwareVersion ?? "unknown version") → \(image.version)")
+        Console.out("\(deviceId): \((device.info.firmwareVersion ?? "unknown version").terminalSafe()) → \(image.version)")
         do {
             let code = try await follow(deviceId, startedAt: startedAt, reader: reader, reports: reports,
                                         patience: patience, stall: configuration.otaStallTimeout)
@@ -155,7 +155,7 @@ enum OTACommand: Command {
                 """)
         default:
             throw CommandFailure(code: .failure, message: "the upgrade of \(upgrade.deviceId) to \(upgrade.image.version) "
-                                 + "failed with failedCode \(upgrade.failedCode)")
+                                 + "failed with failedCode \(upgrade.failedCode.terminalSafe())")
         }
     }
 

@@ -37,8 +37,13 @@ enum RunCommand: Command {
         let systemd = SystemdSupervision(logger: logger)
         systemd.status("loading the cache \(configuration.database)")
         let agent: Agent
+        logger.info("loading the cache", metadata: ["db": configuration.database])
         do {
-            agent = try Agent(configuration: configuration, role: .service, logger: logger, lockCache: true)
+            agent = try Agent(configuration: configuration, role: .service, logger: logger, lockCache: true,
+                              shouldStop: { stop.isRequested })
+        } catch is StartUpInterrupted {
+            logger.info("stopped during start-up; nothing was written")
+            return .success
         } catch {
             logger.critical("cannot start: \(error)")
             return .failure
@@ -83,6 +88,8 @@ final class StopRequest: Sendable {
         }
         action?()
     }
+
+    var isRequested: Bool { state.withLock { $0.requested } }
 
     func whenRequested(_ action: @escaping @Sendable () -> Void) {
         let requested = state.withLock { state in

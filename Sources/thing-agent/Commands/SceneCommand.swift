@@ -90,7 +90,7 @@ enum SceneCommand: Command {
             for action in scene.actions where !devices.contains(action.deviceId) { devices.append(action.deviceId) }
             return [scene.name, String(scene.actions.count), devices.joined(separator: ","), scene.description ?? ""]
         }
-        print(Format.table(["NAME", "ACTIONS", "DEVICES", "DESCRIPTION"], rows))
+        Console.out(Format.table(["NAME", "ACTIONS", "DEVICES", "DESCRIPTION"], rows))
     }
 
     static func show(_ report: SceneReport, json: Bool) {
@@ -109,7 +109,7 @@ enum SceneCommand: Command {
             return
         }
         let total = report.actions.count
-        print("scene \(report.scene): " + (report.succeeded
+        Console.out("scene \(report.scene): " + (report.succeeded
             ? "all \(total) action\(total == 1 ? "" : "s") applied"
             : "\(report.failedCount) of \(total) action\(total == 1 ? "" : "s") failed")
             + " (\(report.elapsed.wholeMilliseconds) ms)")
@@ -118,7 +118,7 @@ enum SceneCommand: Command {
             let detail = outcome.succeeded ? Format.assignments(entry.action.properties) : (outcome.error?.description ?? "")
             return [outcome.deviceId, outcome.outcome, outcome.msgId ?? "-", "\(outcome.elapsed.wholeMilliseconds) ms", detail]
         }
-        print(Format.table(["DEVICE", "OUTCOME", "MSGID", "TIME", "DETAIL"], rows)
+        Console.out(Format.table(["DEVICE", "OUTCOME", "MSGID", "TIME", "DETAIL"], rows)
             .split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
     }
 

@@ -78,7 +78,7 @@ enum SetCommand: Command {
             object["properties"] = .object(JSONObject(values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }))
             Format.printJSON(.object(object))
         } else if outcome.succeeded {
-            print("\(outcome.deviceId): applied \(Format.assignments(values)) "
+            Console.out("\(outcome.deviceId): applied \(Format.assignments(values)) "
                 + "(msgId \(outcome.msgId ?? "?"), \(outcome.elapsed.wholeMilliseconds) ms)")
         } else if let error = outcome.error {
             Console.error(error.description)

@@ -90,9 +90,9 @@ enum SimulateCommand: Command {
         }
         func duration(_ name: String, _ target: inout Double, allowZero: Bool = true) throws {
             guard let text = arguments.value(name) else { return }
-            guard let value = Double(text), value.isFinite, value > 0 || (allowZero && value == 0) else {
+            guard let value = InputBounds.seconds(text, allowZero: allowZero) else {
                 throw CommandFailure(code: .usage, message: "--\(name) needs a number of seconds"
-                    + (allowZero ? " (0 or more)" : " above 0"))
+                    + (allowZero ? " (0 or more)" : " above 0") + " up to \(Int(InputBounds.maxSeconds))")
             }
             target = value
         }

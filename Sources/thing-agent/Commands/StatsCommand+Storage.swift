@@ -11,12 +11,12 @@ extension StatsCommand {
     static func printStorage(_ status: StorageStatus?) {
         guard let status else { return }
         switch status.state {
-        case "ok": print("Storage: ok")
-        case "holding": print("Storage: holding (new messages are left with the broker until the files work again)")
-        default: print("Storage: degraded (messages are still taken; the journal keeps them)")
+        case "ok": Console.out("Storage: ok")
+        case "holding": Console.out("Storage: holding (new messages are left with the broker until the files work again)")
+        default: Console.out("Storage: degraded (messages are still taken; the journal keeps them)")
         }
         for problem in status.problems {
-            print("  \(problem.file): \(problem.error) (since \(Format.date(problem.since)))")
+            Console.out("  \(problem.file): \(problem.error) (since \(Format.date(problem.since)))")
         }
     }
 }

@@ -14,7 +14,10 @@ enum StatsCommand: Command {
             Reads the counters the daemon keeps in the cache file's meta table: written with each batch it
             writes, every second while only counters move, and at a graceful stop. They count from the
             daemon's last start; every message received ends as applied, unchanged or dropped, so
-            received = applied + unchanged + dropped.
+            received = applied + unchanged + dropped. Below them, when any: times corrected for clock skew
+            (clockSkew), property codes over the limit (propertyLimit), transfers that moved nothing
+            (untrustedTransfer), API requests refused for their reply topic or rate (apiReplyRefused,
+            apiRateLimited).
             Then the storage status the daemon keeps in <database>.storage: ok, degraded (a file fails, messages
             are still taken: the journal keeps them) or holding (new messages are left with the broker), with the
             failing file and error.
@@ -35,10 +38,13 @@ enum StatsCommand: Command {
         if arguments.has("json") {
             var dropped = JSONObject()
             for reason in DropReason.allCases { dropped[reason.rawValue] = .integer(Int64(stats.dropped[reason] ?? 0)) }
+            var guarded = JSONObject()
+            for reason in GuardReason.allCases { guarded[reason.rawValue] = .integer(Int64(stats.guarded[reason] ?? 0)) }
             Format.printJSON(.object(JSONObject([
                 ("received", .integer(Int64(stats.received))), ("applied", .integer(Int64(stats.applied))),
                 ("unchanged", .integer(Int64(stats.unchanged))), ("dropped", .object(dropped)),
                 ("droppedTotal", .integer(Int64(stats.droppedTotal))), ("since", .integer(stored.since)),
+                ("guarded", .object(guarded)),
                 ("storage", storage?.json ?? .null),
             ])))
             return .success
@@ -49,12 +55,17 @@ enum StatsCommand: Command {
         for reason in DropReason.allCases {
             if let count = stats.dropped[reason] { rows.append(("  \(reason.rawValue)", count)) }
         }
+        // Beside the outcomes: what was corrected or refused in input otherwise taken (README, "Rules of the
+        // receive path").
+        for reason in GuardReason.allCases {
+            if let count = stats.guarded[reason] { rows.append((reason.rawValue, count)) }
+        }
         let labelWidth = rows.map(\.0.count).max() ?? 0
         let numberWidth = rows.map { String($0.1).count }.max() ?? 0
-        print("Receive path since \(Format.date(stored.since)) (\(Format.age(stored.since, now: now)))")
+        Console.out("Receive path since \(Format.date(stored.since)) (\(Format.age(stored.since, now: now)))")
         for (label, count) in rows {
             let number = String(count)
-            print("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
+            Console.out("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
                 + String(repeating: " ", count: numberWidth - number.count) + number)
         }
         printStorage(storage)

@@ -41,11 +41,11 @@ enum WatchCommand: Command {
     static func describe(_ event: DeviceEvent) -> String {
         switch event {
         case .propertiesChanged(let id, let changes):
-            "\(id) properties " + changes.map { "\($0.code)=\(Format.value($0.value))" }.joined(separator: " ")
+            "\(id) properties " + changes.map { "\($0.code.terminalSafe())=\(Format.value($0.value))" }.joined(separator: " ")
         case .statusChanged(let id, let online, _): "\(id) \(online ? "online" : "offline")"
         case .signalUpdated(let id, let wifi, let rsrp):
             "\(id) signal" + (wifi.map { " wifi \($0.dBm) dBm" } ?? "") + (rsrp.map { " rsrp \($0.dBm) dBm" } ?? "")
-        case .infoChanged(let id, let info): "\(id) info \(info.name ?? "")"
+        case .infoChanged(let id, let info): "\(id) info \((info.name ?? "").terminalSafe())"
         case .transferStatusChanged(let id, let info): "\(id) transfer \(info.status)"
         case .offlineWarning(let id, _): "\(id) offline warning"
         }

@@ -34,8 +34,8 @@ enum WifiScanCommand: Command {
             [network.ssid, "\(network.rssi) dBm", Format.bars(network.rssi) + " " + network.quality.rawValue,
              network.security.map(String.init) ?? ""]
         }
-        print(Format.table(["SSID", "SIGNAL", "QUALITY", "SEC"], rows))
-        print("\(networks.count) network\(networks.count == 1 ? "" : "s") seen by \(device)")
+        Console.out(Format.table(["SSID", "SIGNAL", "QUALITY", "SEC"], rows))
+        Console.out("\(networks.count) network\(networks.count == 1 ? "" : "s") seen by \(device)")
         return .success
     }
 }

@@ -22,8 +22,9 @@ enum PropertyValues {
         case .bool: return .bool(Bool.random(using: &generator))
         case .value(let min, let max, let step):
             // Mid-range, so that drifting values have room both ways.
-            let span = Double(max - min)
-            let value = min + Int64(span * Double.random(in: 0.35...0.55, using: &generator))
+            // In Double: a model's range may span all of Int64 (from a --models file), where `max - min` traps.
+            let span = Double(max) - Double(min)
+            let value = clamped(Double(min) + span * Double.random(in: 0.35...0.55, using: &generator), min, max)
             return .integer(snap(value, min, max, step))
         case .enumeration(let range): return .string(range.randomElement(using: &generator)!)
         case .string(let maxlen): return .string(String(labels.randomElement(using: &generator)!.prefix(maxlen)))
@@ -40,20 +41,36 @@ enum PropertyValues {
         guard case .value(let min, let max, let step) = spec.kind, let value = current.int64Value,
               !facts.contains(spec.code) else { return nil }
         switch spec.code {
-        case "uptime": return .integer(Swift.min(max, value + Int64(seconds.rounded())))
+        case "uptime": return .integer(Swift.min(max, saturating(value, Int64(seconds.rounded()))))
         case "battery_percentage":
             return generator.chance(0.05) ? .integer(Swift.max(min, value - 1)) : nil
         default:
             guard generator.chance(0.6) else { return nil }
-            let delta = Int64.random(in: 1...3, using: &generator) * (step ?? 1) * (Bool.random(using: &generator) ? 1 : -1)
-            return .integer(snap(value + delta, min, max, step))
+            let (delta, overflow) = Int64.random(in: 1...3, using: &generator).multipliedReportingOverflow(by: step ?? 1)
+            let move = overflow ? (step ?? 1) : delta
+            return .integer(snap(saturating(value, Bool.random(using: &generator) ? move : -move), min, max, step))
         }
     }
 
     static func snap(_ value: Int64, _ min: Int64, _ max: Int64, _ step: Int64?) -> Int64 {
         let clamped = Swift.min(max, Swift.max(min, value))
         guard let step, step > 1 else { return clamped }
-        return min + (clamped - min) / step * step
+        // The offset from min always fits UInt64, whatever the model's range (as in `PropertySpec.validate`).
+        let offset = UInt64(bitPattern: clamped &- min)
+        return min &+ Int64(bitPattern: offset / UInt64(step) * UInt64(step))
+    }
+
+    /// `a + b`, held at Int64's ends instead of trapping.
+    static func saturating(_ a: Int64, _ b: Int64) -> Int64 {
+        let (sum, overflow) = a.addingReportingOverflow(b)
+        return overflow ? (b > 0 ? .max : .min) : sum
+    }
+
+    /// `value` within `min...max` as an integer; a Double at 2^63 would trap in `Int64(_:)`.
+    static func clamped(_ value: Double, _ min: Int64, _ max: Int64) -> Int64 {
+        guard value < Double(max) else { return max }
+        guard value > Double(min) else { return min }
+        return Int64(value)
     }
 }
 

@@ -1,0 +1,21 @@
+// The watches hear the cache writer (Cache/CacheWatch.swift): Service uses Cache, never the reverse.
+
+extension OfflineWatch: CacheWatch {
+    func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
+        if let online = changes.status { statusChanged(device, online: online, now: now) }
+    }
+
+    func removed(_ device: String) {
+        forget(device)
+    }
+}
+
+extension TransferWatch: CacheWatch {
+    func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
+        if let transfer = changes.transfer { transferChanged(transfer) }
+    }
+
+    func removed(_ device: String) {
+        forgetGateway(device)
+    }
+}

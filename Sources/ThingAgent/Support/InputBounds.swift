@@ -1,0 +1,18 @@
+/// Limits on numbers that come from outside (config file, environment, flags, API requests), checked where they
+/// come in, so that no later conversion (to `Duration`, `Int`, milliseconds) can trap.
+public enum InputBounds {
+    /// The longest time a setting, flag or request may give, in seconds: about 31 years, far beyond any sensible
+    /// value and far inside what `Duration` and Int64 milliseconds hold (`Duration.seconds(1e300)` traps).
+    public static let maxSeconds: Double = 1_000_000_000
+
+    /// `value` seconds as a checked number: finite, at most `maxSeconds`, above zero (or zero when `allowZero`).
+    public static func seconds(_ value: Double, allowZero: Bool = false) -> Double? {
+        guard value.isFinite, value <= maxSeconds, value > 0 || (allowZero && value == 0) else { return nil }
+        return value
+    }
+
+    /// Text (a flag, an environment variable) as a checked number of seconds.
+    public static func seconds(_ text: String, allowZero: Bool = false) -> Double? {
+        Double(text).flatMap { seconds($0, allowZero: allowZero) }
+    }
+}

@@ -191,3 +191,87 @@ struct FirmwareTests {
         }
     }
 }
+
+/// Staged rollouts: `ota --product P --latest`.
+@Suite("thing-agent ota rollouts", .serialized)
+struct FirmwareRolloutTests {
+    /// The most upgrades of `devices` that ran at once, from the start and end times the daemon recorded.
+    static func mostAtOnce(_ harness: AgentHarness, _ devices: [String]) async throws -> Int {
+        var spans: [(Int64, Int64)] = []
+        for id in devices {
+            guard let upgrade = try await harness.info(id)?["upgrade"], let start = upgrade["startedAt"]?.int64Value,
+                  let end = upgrade["endedAt"]?.int64Value else { continue }
+            spans.append((start, end))
+        }
+        return spans.map { span in spans.filter { $0.0 <= span.0 && span.0 < $0.1 }.count }.max() ?? 0
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aRolloutUpgradesTheOutdatedDevicesAtMostNAtOnceAndListsTheOfflineOnes() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let catalog = try FirmwareTests.catalog(in: harness.directory)
+            try await harness.startDaemon()
+            let simulator = try DaemonProcess(thingAgentExecutable(), [
+                "simulate", "--broker", broker.url, "--devices", "3", "--gateways", "0", "--seed", "41",
+                "--ota-step", "0.1", "--report-interval", "0", "--signal-interval", "0"],
+                logPath: harness.directory + "/simulate.log")
+            let devices = try await FirmwareTests.simulatedDevices(harness, count: 3, seed: 41)
+            let away = try SimulatedDevice("dev-away", brokerURL: broker.url)
+            try await away.connect()
+            try await away.info(#"{"productId":"p-light-1","firmwareVersion":"1.0.0"}"#, time: t0)
+            try await away.status(false, time: t0)
+            _ = try await harness.waitForInfo("dev-away") { $0["online"]?.boolValue == false }
+
+            let rollout = try await harness.cli(["ota", "--product", "p-light-1", "--latest", "--catalog", catalog,
+                                                 "--concurrency", "2", "--json"], timeout: .seconds(120))
+            #expect(rollout.status == 0, "\(rollout.stdout) \(rollout.stderr)")
+            let outcomes = try JSONParser.parse(rollout.stdout).arrayValue ?? []
+            func result(_ id: String) -> String? {
+                outcomes.first { $0["devId"]?.stringValue == id }?["result"]?.stringValue
+            }
+            for id in devices { #expect(result(id) == "succeeded", "\(rollout.stdout)") }
+            #expect(result("dev-away") == "skipped")
+            #expect(try await Self.mostAtOnce(harness, devices) <= 2)
+            simulator.signal(SIGTERM)
+            _ = await simulator.waitForExit(timeout: .seconds(10))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aRolloutStopsStartingUpgradesAfterKFailuresAndExitsOne() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let catalog = try FirmwareTests.catalog(in: harness.directory)
+            try await harness.startDaemon()
+            let simulator = try DaemonProcess(thingAgentExecutable(), [
+                "simulate", "--broker", broker.url, "--devices", "5", "--gateways", "0", "--seed", "43",
+                "--ota-step", "0.1", "--report-interval", "0", "--signal-interval", "0",
+                "--ota-failure-rate", "1", "--ota-fail-at", "flash"], logPath: harness.directory + "/simulate.log")
+            let devices = try await FirmwareTests.simulatedDevices(harness, count: 5, seed: 43)
+
+            let rollout = try await harness.cli(["ota", "--product", "p-light-1", "--latest", "--catalog", catalog,
+                                                 "--concurrency", "2", "--max-failures", "2"], timeout: .seconds(120))
+            #expect(rollout.status == 1, "\(rollout.stdout) \(rollout.stderr)")
+            let lines = rollout.stdout.split(separator: "\n")
+            let table = lines.filter { line in devices.contains { line.hasPrefix($0 + " ") } && line.contains("9.0.0") }
+            // Two start at once and both fail: the other three never start.
+            #expect(table.filter { $0.contains("failedCode flash") }.count == 2, "\(rollout.stdout)")
+            #expect(table.filter { $0.contains("not started") }.count == 3, "\(rollout.stdout)")
+            #expect(table.filter { $0.contains("succeeded") }.isEmpty)
+            // Upgrades that ran were followed to their end; the rest never got ota/start.
+            var started = 0
+            for id in devices {
+                let upgrade = try await harness.info(id)?["upgrade"]
+                if let upgrade {
+                    started += 1
+                    #expect(upgrade["stage"]?.stringValue == "failed")
+                }
+            }
+            #expect(started == 2, "\(rollout.stdout)")
+            #expect(try await Self.mostAtOnce(harness, devices) <= 2)
+            simulator.signal(SIGTERM)
+            _ = await simulator.waitForExit(timeout: .seconds(10))
+        }
+    }
+}

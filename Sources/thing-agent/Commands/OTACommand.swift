@@ -8,7 +8,10 @@ enum OTACommand: Command {
     static let spec = CommandSpec(
         name: "ota",
         summary: "upgrade a device's firmware and follow it until the device reports the new version",
-        usage: "thing-agent ota DEVICE (--latest | --version V --url U --sha256 H [--size N]) [--timeout S] [options]",
+        usage: """
+            thing-agent ota DEVICE (--latest | --version V --url U --sha256 H [--size N]) [--timeout S] [options]
+                   thing-agent ota --product P --latest [--group G] [--concurrency N] [--max-failures K] [--json]
+            """,
         options: [
             OptionSpec(name: "latest", valueName: nil, help: "install the catalog's version for the device's product"),
             OptionSpec(name: "version", valueName: "V", help: "the version to install (with --url and --sha256)"),
@@ -17,6 +20,12 @@ enum OTACommand: Command {
             OptionSpec(name: "size", valueName: "N", help: "the image's size in bytes"),
             OptionSpec(name: "timeout", valueName: "S",
                        help: "give up waiting after S seconds without the new version (the upgrade goes on)"),
+            OptionSpec(name: "product", valueName: "P", help: "roll out to every outdated device of product P"),
+            OptionSpec(name: "group", valueName: "G", help: "with --product: only the devices of group G"),
+            OptionSpec(name: "concurrency", valueName: "N", help: "with --product: upgrades at once (default 5)"),
+            OptionSpec(name: "max-failures", valueName: "K",
+                       help: "with --product: start no new upgrade once K failed (default 1)"),
+            OptionSpec(name: "json", valueName: nil, help: "with --product: print the outcomes as a JSON array"),
             FirmwareCommand.catalogOption,
         ] + CommonOptions.options,
         discussion: """
@@ -33,9 +42,15 @@ enum OTACommand: Command {
             seconds (default 300; recorded as failed with failedCode timeout) or --timeout passed;
             7 when the device is offline (nothing sent).
 
+            A rollout (--product P --latest) upgrades every device of P (or of group G) that is behind the
+            catalog, at most N at once; offline devices are skipped and listed. Once K upgrades failed (or
+            were refused) no new one starts; those running are followed to their end. It ends with a table
+            of every device's outcome and exits 0 only when every upgrade it started succeeded, else 1.
+
             """ + ExitCode.table)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        if let product = arguments.value("product") { return try await rollout(arguments, product: product) }
         let deviceId = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
         let patience = try seconds(arguments)

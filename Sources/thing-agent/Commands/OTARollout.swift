@@ -33,6 +33,7 @@ struct OTARollout {
         var pending = candidates
         var running: [String: (startedAt: Millis, from: String?, clock: ContinuousClock.Instant)] = [:]
         var outcomes: [Outcome] = []
+        var notStarted: [Outcome] = []
         var failures = 0
         func ended(_ outcome: Outcome) {
             outcomes.append(outcome)
@@ -70,14 +71,14 @@ struct OTARollout {
             }
             if failures >= maxFailures, !pending.isEmpty {
                 for device in pending {
-                    outcomes.append(Outcome(deviceId: device.id, from: device.info.firmwareVersion, result: "not started",
+                    notStarted.append(Outcome(deviceId: device.id, from: device.info.firmwareVersion, result: "not started",
                                             detail: "the rollout stopped after \(failures) failure\(failures == 1 ? "" : "s")"))
                 }
                 pending = []
             }
             if !running.isEmpty { try await Task.sleep(for: .milliseconds(200)) }
         }
-        return outcomes
+        return outcomes + notStarted
     }
 
     private func request(for device: String) -> JSONObject {

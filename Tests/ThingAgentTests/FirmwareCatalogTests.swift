@@ -1,5 +1,7 @@
+import Foundation
 import JSON
 import Testing
+import TestSupport
 @testable import ThingAgent
 
 @Suite("Firmware versions, catalog and inventory")
@@ -46,8 +48,31 @@ struct FirmwareCatalogTests {
     }
 
     @Test func shippedCatalogLoads() throws {
-        let catalog = try FirmwareCatalog(file: repositoryRoot + "/Config/firmware.json")
+        let catalog = try FirmwareCatalog(file: TestSupport.repositoryRoot() + "/Config/firmware.json")
         #expect(catalog.byProduct.keys.sorted() == ["p-gateway-1", "p-light-1", "p-plug-1"])
+    }
+
+    @Test func reloadReadsTheCatalogAgainAndKeepsItWhenTheFileBreaks() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/firmware.json"
+        try FileManager.default.copyItem(atPath: TestSupport.repositoryRoot() + "/Config/firmware.json", toPath: file)
+        var configuration = AgentConfiguration()
+        configuration.database = directory + "/cache.sqlite"
+        configuration.firmwareCatalog = file
+        let agent = try Agent(configuration: configuration)
+        #expect(agent.firmwareCatalog.latest(for: "p-light-1")?.version == "1.5.0")
+
+        try #"{"p-light-1":{"version":"1.6.0","url":"https://fw.example/l","sha256":"\#(Self.hash)"}}"#
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let report = agent.reload(configuration)
+        #expect(report.reloaded.contains { $0.contains("firmware catalog (1 products") }, "\(report.reloaded)")
+        #expect(agent.firmwareCatalog.latest(for: "p-light-1")?.version == "1.6.0")
+
+        try "{".write(toFile: file, atomically: true, encoding: .utf8)
+        let broken = agent.reload(configuration)
+        #expect(broken.kept.contains { $0.contains("firmware catalog") && $0.contains(file) }, "\(broken.kept)")
+        #expect(agent.firmwareCatalog.latest(for: "p-light-1")?.version == "1.6.0", "the previous catalog stays")
     }
 
     @Test func inventoryCountsPerProductAndVersionAndListsTheDevicesBehind() throws {

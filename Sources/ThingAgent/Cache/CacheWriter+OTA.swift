@@ -2,7 +2,26 @@
 /// the end of an upgrade that stalled. Each is one SQLite transaction of its own, committed before memory takes it
 /// (upgrades are few and slow, so they skip the batching of the receive path), then the watches hear it.
 extension CacheWriter {
-    /// Records that `device` accepted to install `image`: a new upgrade in stage `accepted`.
+    /// Puts back the upgrade `recordUpgradeStart` replaced (nil: none), when the start was refused or not sent.
+    func restoreUpgrade(device: String, _ previous: OTAUpgrade?) throws {
+        try upgrades.restore(device, previous) { previous in
+            try store.withLock { store in
+                guard let store else { return }
+                try store.database.transaction(.immediate) {
+                    if let previous {
+                        try OTAUpgrades.write(previous, to: store.database)
+                    } else {
+                        try store.database.run("DELETE FROM ota_upgrades WHERE dev_id = ?", [.text(device)])
+                    }
+                }
+            }
+        }
+        // With no previous upgrade, the stall watch's clock for the device finds nothing when due and is dropped.
+        if let previous { watches.upgradeChanged(previous) }
+    }
+
+    /// Records that `device` is asked to install `image`: a new upgrade in stage `accepted`. Recorded before
+    /// `ota/start` is sent, so a progress report that follows the answer at once finds it.
     @discardableResult
     func recordUpgradeStart(device: String, from version: String?, image: FirmwareCatalog.Image,
                             now: Millis) throws -> OTAUpgrade? {
@@ -77,7 +96,10 @@ extension CacheWriter {
                 try store.database.transaction(.immediate) { try OTAUpgrades.write(next, to: store.database) }
             }
         }, body)
-        if changed, let current { watches.upgradeChanged(current) }
+        if changed, let current {
+            hub.publish([.upgradeChanged(deviceId: device, upgrade: current)])
+            watches.upgradeChanged(current)
+        }
         return current
     }
 }

@@ -27,6 +27,14 @@ final class OTAUpgrades: Sendable {
         }
     }
 
+    /// Replaces the device's upgrade by `previous` (nil: none), persisted first.
+    func restore(_ device: String, _ previous: OTAUpgrade?, persist: (OTAUpgrade?) throws -> Void) throws {
+        try upgrades.withLock { upgrades in
+            try persist(previous)
+            upgrades[device] = previous
+        }
+    }
+
     func forget(_ device: String) {
         upgrades.withLock { _ = $0.removeValue(forKey: device) }
     }

@@ -14,11 +14,14 @@ public enum DeviceEvent: Sendable, Equatable {
     case transferStatusChanged(deviceId: String, info: TransferInfo)
     /// The device went offline and stayed offline longer than the grace period.
     case offlineWarning(deviceId: String, offlineSince: Millis)
+    /// A firmware upgrade started, moved on or ended (`OTAManager`'s `statusDidUpdate`).
+    case upgradeChanged(deviceId: String, upgrade: OTAUpgrade)
 
     public var deviceId: String {
         switch self {
         case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
-             .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _):
+             .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _),
+             .upgradeChanged(let id, _):
             id
         }
     }
@@ -31,6 +34,7 @@ public enum DeviceEvent: Sendable, Equatable {
         case .infoChanged: .info
         case .transferStatusChanged: .transfer
         case .offlineWarning: .offlineWarning
+        case .upgradeChanged: .ota
         }
     }
 }
@@ -46,7 +50,8 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let info = DeviceEventKinds(rawValue: 1 << 3)
     public static let transfer = DeviceEventKinds(rawValue: 1 << 4)
     public static let offlineWarning = DeviceEventKinds(rawValue: 1 << 5)
-    public static let all: DeviceEventKinds = [.properties, .status, .signal, .info, .transfer, .offlineWarning]
+    public static let ota = DeviceEventKinds(rawValue: 1 << 6)
+    public static let all: DeviceEventKinds = [.properties, .status, .signal, .info, .transfer, .offlineWarning, .ota]
 }
 
 extension AppliedChanges {

@@ -26,19 +26,35 @@ extension Agent {
         var data = JSONObject([("version", .string(image.version)), ("url", .string(image.url)),
                                ("sha256", .string(image.sha256))])
         if let size = image.size { data["size"] = .integer(size) }
+        try checkReachable(deviceId, force: false)
         let from = cache.device(deviceId)?.info.firmwareVersion
-        _ = try await request(.otaStart, to: deviceId, data: .object(data), timeout: timeout)
+        let previous = writer.upgrades.upgrade(deviceId)
+        let recorded: OTAUpgrade
         do {
-            if let upgrade = try writer.recordUpgradeStart(device: deviceId, from: from, image: image,
-                                                           now: Timestamp.now()) {
-                logger.info("firmware upgrade started", metadata: [
-                    "device": deviceId, "from": from ?? "", "version": image.version])
-                return upgrade
+            guard let started = try writer.recordUpgradeStart(device: deviceId, from: from, image: image,
+                                                              now: Timestamp.now()) else {
+                throw RequestError.notSent(reason: "the upgrade could not be recorded")
             }
+            recorded = started
         } catch {
-            throw .notSent(reason: "the device accepted the upgrade but it could not be recorded: \(error)")
+            throw .notSent(reason: "the upgrade could not be recorded in the cache: \(error)")
         }
-        throw .notSent(reason: "the device accepted the upgrade but it could not be recorded")
+        do {
+            _ = try await request(.otaStart, to: deviceId, data: .object(data), timeout: timeout)
+        } catch {
+            // A timeout leaves it recorded: the device may have started all the same (the stall watch ends it).
+            if !error.isTimeout {
+                do {
+                    try writer.restoreUpgrade(device: deviceId, previous)
+                } catch let failure {
+                    logger.error("could not undo a refused firmware upgrade", metadata: [
+                        "device": deviceId, "error": "\(failure)"])
+                }
+            }
+            throw error
+        }
+        logger.info("firmware upgrade started", metadata: ["device": deviceId, "from": from ?? "", "version": image.version])
+        return writer.upgrades.upgrade(deviceId) ?? recorded
     }
 
     // MARK: the API's `firmware` and `ota`

@@ -17,6 +17,7 @@ enum EventPublisher {
         case .infoChanged: "info"
         case .transferStatusChanged: "transfer"
         case .offlineWarning: "offline"
+        case .upgradeChanged: "ota"
         }
     }
 
@@ -53,6 +54,8 @@ enum EventPublisher {
             object["data"] = .object(info.json)
         case .offlineWarning(_, let since):
             object["offlineSince"] = .integer(since)
+        case .upgradeChanged(_, let upgrade):
+            object["data"] = .object(upgrade.json)
         }
         return object
     }

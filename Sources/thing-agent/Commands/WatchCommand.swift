@@ -48,6 +48,8 @@ enum WatchCommand: Command {
         case .infoChanged(let id, let info): "\(id) info \((info.name ?? "").terminalSafe())"
         case .transferStatusChanged(let id, let info): "\(id) transfer \(info.status)"
         case .offlineWarning(let id, _): "\(id) offline warning"
+        case .upgradeChanged(let id, let upgrade):
+            "\(id) firmware \(upgrade.image.version) \(upgrade.stage.rawValue) \(upgrade.progress)%"
         }
     }
 }

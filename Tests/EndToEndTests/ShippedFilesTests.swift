@@ -43,7 +43,7 @@ struct ShippedFilesTests {
             #expect(path.hasPrefix("/"), "\(path) is relative")
         }
         #expect(configuration.modelsDirectory == "/etc/thing-agent/models")
-        #expect(configuration.logFormat == "json")
+        #expect(configuration.logFormat == .json)
     }
 
     @Test func theUnitIsANotifyServiceThatSystemdAnalyzeAccepts() async throws {

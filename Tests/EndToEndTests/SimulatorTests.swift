@@ -13,7 +13,7 @@ struct SimulatorTests {
         configuration.broker = broker.url
         configuration.database = directory + "/cache-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         configuration.clientID = "sim-test-\(UInt32.random(in: 0...UInt32.max))"
-        configuration.requestTimeout = 5
+        configuration.requestTimeout = .seconds(5)
         let agent = try Agent(configuration: configuration)
         let running = Task { try await agent.run() }
         try await waitUntil { agent.connectionState == .connected }

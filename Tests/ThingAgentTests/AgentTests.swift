@@ -13,8 +13,8 @@ struct AgentTests {
         configuration.broker = broker.url
         configuration.database = directory + "/cache.sqlite"
         configuration.clientID = "lib-\(UInt32.random(in: 0...UInt32.max))"
-        configuration.offlineGracePeriod = grace
-        configuration.requestTimeout = 2
+        configuration.offlineGracePeriod = .seconds(grace)
+        configuration.requestTimeout = .seconds(2)
         return configuration
     }
 

@@ -210,7 +210,7 @@ struct GatewayTransferTests {
     @Test(.timeLimit(.minutes(1)))
     func stalledTransferEndsAsFailedWithTimeout() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker, adjust: { $0.transferStallTimeout = 0.5 }) { agent, database in
+            try await Self.withAgent(broker, adjust: { $0.transferStallTimeout = .milliseconds(500) }) { agent, database in
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let answering = try await Self.accept(fleet)
@@ -253,7 +253,7 @@ struct GatewayTransferTests {
                 try await waitUntil { ((try? CacheReader(path: database).devices()) ?? []).count == 7 }
                 let answering = try await Self.accept(fleet)
                 var configuration = daemon.configuration
-                configuration.transferStallTimeout = 0.5
+                configuration.transferStallTimeout = .milliseconds(500)
                 func requester() async throws -> Agent {
                     configuration.clientID = "cli-\(UInt32.random(in: 0...UInt32.max))"
                     let agent = try Agent(configuration: configuration, role: .requester)

@@ -238,7 +238,7 @@ public final class DeviceDetailComposer: Sendable {
             return make(.ok, .object(JSONObject([
                 ("enabled", .bool(context.metadata.offlineWarning)), ("status", .string(status)),
                 ("offlineSince", device.online == false ? device.statusChangedAt.map(JSONValue.integer) ?? .null : .null),
-                ("graceSeconds", .double(agent.configuration.offlineGracePeriod)),
+                ("graceSeconds", .double(agent.configuration.offlineGracePeriod.seconds)),
             ])), nil)
         case "group_edit_devices":
             let groups = (try? local?.groups(containing: device.id)) ?? []

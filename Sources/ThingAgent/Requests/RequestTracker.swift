@@ -173,7 +173,7 @@ extension RequestError {
 }
 
 extension Duration {
-    var seconds: Double {
+    package var seconds: Double {
         let (s, atto) = components
         return Double(s) + Double(atto) / 1e18
     }

@@ -112,10 +112,10 @@ public final class Agent: Sendable {
         let local = local
         let integration = IntegrationCounters()
         self.integration = integration
-        offlineWatch = OfflineWatch(grace: .seconds(configuration.offlineGracePeriod), hub: events) { device in
+        offlineWatch = OfflineWatch(grace: configuration.offlineGracePeriod, hub: events) { device in
             local?.offlineWarningEnabled(device) ?? true
         }
-        transferWatch = TransferWatch(stallTimeout: .seconds(configuration.transferStallTimeout), writer: writer,
+        transferWatch = TransferWatch(stallTimeout: configuration.transferStallTimeout, writer: writer,
                                       topics: topics, watchesAll: role == .service, logger: logger)
         let apiQueue = role == .service && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
@@ -125,7 +125,7 @@ public final class Agent: Sendable {
         // The writer tells the watches what it applied, whoever caused it.
         if role == .service { writer.watches.add(offlineWatch) }
         if role != .observer { writer.watches.add(transferWatch) }
-        otaWatch = OTAWatch(stallTimeout: .seconds(configuration.otaStallTimeout), writer: writer, logger: logger)
+        otaWatch = OTAWatch(stallTimeout: configuration.otaStallTimeout, writer: writer, logger: logger)
         if role == .service {
             // The daemon tracks every upgrade, also those a restart interrupted.
             writer.watches.add(otaWatch)
@@ -148,7 +148,7 @@ public final class Agent: Sendable {
             let fileCheck = CacheFileCheck(path: configuration.database, writer: writer, local: local)
             check = { fileCheck.run() }
         }
-        flusher = CacheFlusher(writer: writer, interval: .seconds(configuration.flushInterval), report: report,
+        flusher = CacheFlusher(writer: writer, interval: configuration.flushInterval, report: report,
                                check: check, logger: logger)
         // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
         let replayed = try writer.replayJournal(shouldStop: shouldStop) { ingestor.replay($0) }
@@ -292,15 +292,16 @@ public final class Agent: Sendable {
     }
 
     private func startWhenBrokerIsUp() async throws {
-        var delay = max(0.1, configuration.reconnectMinDelay)
+        let floor = Duration.milliseconds(100)
+        var delay = max(floor, configuration.reconnectMinDelay)
         while true {
             do {
                 return try await start()
             } catch let error as MQTTError where role == .service && Self.isTransient(error) {
-                logger.warning("broker not reachable; retrying in \(String(format: "%.1f", delay)) s",
+                logger.warning("broker not reachable; retrying in \(String(format: "%.1f", delay.seconds)) s",
                                metadata: ["broker": configuration.broker, "error": "\(error)"])
-                try await Task.sleep(for: .seconds(delay))
-                delay = min(max(configuration.reconnectMaxDelay, 0.1), delay * 2)
+                try await Task.sleep(for: delay)
+                delay = min(max(configuration.reconnectMaxDelay, floor), delay * 2)
             }
         }
     }
@@ -397,7 +398,7 @@ public final class Agent: Sendable {
                     "topic": topic, "msgId": msgId])
             }
         }
-        var result = await tracker.wait(for: msgId, timeout: timeout ?? .seconds(configuration.requestTimeout))
+        var result = await tracker.wait(for: msgId, timeout: timeout ?? configuration.requestTimeout)
         if case .success(let answer) = result, answer.code != 0 {
             result = .failure(.refused(code: answer.code, message: answer.message))
         }

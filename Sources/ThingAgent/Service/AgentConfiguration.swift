@@ -15,8 +15,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var verifyHostname = true
     /// Stable by default, so that the broker keeps the agent's session across restarts.
     public var clientID = "thing-agent"
-    /// "5" or "3.1.1".
-    public var mqttVersion = "5"
+    /// "5" or "3.1.1" in the file.
+    public var mqttVersion: MQTTProtocolVersion = .v5
     /// Keep a persistent session: QoS 1 reports published while the agent is down reach it when it returns.
     public var persistentSession = true
     /// MQTT 5 session expiry in seconds (how long the broker keeps the session while the agent is away).
@@ -24,23 +24,23 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var keepAlive: Double = 30
     public var topicRoot = "things"
     public var database = "thing-agent.sqlite"
-    /// Seconds a batch of changes gathers in memory (and in the journal) before it is written to SQLite in one
+    /// How long a batch of changes gathers in memory (and in the journal) before it is written to SQLite in one
     /// transaction. Larger values mean fewer, bigger transactions; nothing acknowledged is lost either way.
-    public var flushInterval: Double = 0.05
+    public var flushInterval: Duration = .milliseconds(50)
     /// How long a request waits for its answer.
-    public var requestTimeout: Double = 10
+    public var requestTimeout: Duration = .seconds(10)
     /// At most this many requests wait for answers at once; one more fails at once with `.tooManyInFlight`.
     public var maxInFlight = 10_000
     /// A device offline for longer than this produces one offline warning.
-    public var offlineGracePeriod: Double = 30
-    public var reconnectMinDelay: Double = 0.1
-    public var reconnectMaxDelay: Double = 30
+    public var offlineGracePeriod: Duration = .seconds(30)
+    public var reconnectMinDelay: Duration = .milliseconds(100)
+    public var reconnectMaxDelay: Duration = .seconds(30)
     /// A gateway transfer with no status change for this long ends as failed with failedCode `timeout`.
-    public var transferStallTimeout: Double = 120
+    public var transferStallTimeout: Duration = .seconds(120)
     /// The firmware catalog (latest version per product) read by `firmware`, `ota --latest` and the detail page.
     public var firmwareCatalog: String?
     /// A firmware upgrade with no progress for this long ends as failed with failedCode `timeout`.
-    public var otaStallTimeout: Double = 300
+    public var otaStallTimeout: Duration = .seconds(300)
     /// Thing models (`<productId>.json`) used to check property sets.
     public var modelsDirectory: String?
     /// The scenes file (`thing-agent scene`).
@@ -71,9 +71,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// The device-detail config (`thing-agent detail`, the API's `detail`), in the SDKs' deviceDetailConfig.json
     /// format; nil uses the built-in default layout.
     public var detailConfig: String?
-    public var logLevel = "info"
-    /// "text" or "json".
-    public var logFormat = "text"
+    public var logLevel: AgentLogger.Level = .info
+    public var logFormat: LogFormat = .text
 
     public init() {}
 
@@ -98,9 +97,9 @@ public struct AgentConfiguration: Sendable, Equatable {
             mqtt.tls = MQTTTLS(caFile: caFile, certFile: certFile, keyFile: keyFile, verifyHostname: verifyHostname)
         }
         mqtt.keepAlive = Int(keepAlive)
-        mqtt.protocolVersion = mqttVersion == "3.1.1" ? .v311 : .v5
-        mqtt.reconnectMinDelay = .seconds(reconnectMinDelay)
-        mqtt.reconnectMaxDelay = .seconds(reconnectMaxDelay)
+        mqtt.protocolVersion = mqttVersion
+        mqtt.reconnectMinDelay = reconnectMinDelay
+        mqtt.reconnectMaxDelay = reconnectMaxDelay
         return mqtt
     }
 
@@ -122,8 +121,11 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("verifyHostname", "THING_AGENT_VERIFY_HOSTNAME", { c, v in setBool(&c.verifyHostname, v) }),
         ("clientId", "THING_AGENT_CLIENT_ID", { c, v in set(&c.clientID, v) }),
         ("mqttVersion", "THING_AGENT_MQTT_VERSION", { c, v in
-            guard let s = v.stringValue, s == "5" || s == "3.1.1" else { return false }
-            c.mqttVersion = s
+            switch v.stringValue {
+            case "5": c.mqttVersion = .v5
+            case "3.1.1": c.mqttVersion = .v311
+            default: return false
+            }
             return true
         }),
         ("persistentSession", "THING_AGENT_PERSISTENT_SESSION", { c, v in setBool(&c.persistentSession, v) }),
@@ -140,27 +142,27 @@ public struct AgentConfiguration: Sendable, Equatable {
             return true
         }),
         ("database", "THING_AGENT_DB", { c, v in set(&c.database, v) }),
-        ("flushInterval", "THING_AGENT_FLUSH_INTERVAL", { c, v in setNumber(&c.flushInterval, v) }),
-        ("requestTimeout", "THING_AGENT_REQUEST_TIMEOUT", { c, v in setNumber(&c.requestTimeout, v) }),
+        ("flushInterval", "THING_AGENT_FLUSH_INTERVAL", { c, v in setDuration(&c.flushInterval, v) }),
+        ("requestTimeout", "THING_AGENT_REQUEST_TIMEOUT", { c, v in setDuration(&c.requestTimeout, v) }),
         ("maxInFlight", "THING_AGENT_MAX_IN_FLIGHT", { c, v in
             guard let n = v.int64Value, n > 0 else { return false }
             c.maxInFlight = Int(n)
             return true
         }),
-        ("offlineGracePeriod", "THING_AGENT_OFFLINE_GRACE", { c, v in setNumber(&c.offlineGracePeriod, v) }),
+        ("offlineGracePeriod", "THING_AGENT_OFFLINE_GRACE", { c, v in setDuration(&c.offlineGracePeriod, v) }),
         ("transferStallTimeout", "THING_AGENT_TRANSFER_STALL_TIMEOUT", { c, v in
             guard let d = v.doubleValue.flatMap({ InputBounds.seconds($0) }) else { return false }
-            c.transferStallTimeout = d
+            c.transferStallTimeout = .seconds(d)
             return true
         }),
         ("firmwareCatalog", "THING_AGENT_FIRMWARE_CATALOG", { c, v in setOptional(&c.firmwareCatalog, v) }),
         ("otaStallTimeout", "THING_AGENT_OTA_STALL_TIMEOUT", { c, v in
-            guard let d = v.doubleValue, d > 0, d.isFinite else { return false }
-            c.otaStallTimeout = d
+            guard let d = v.doubleValue.flatMap({ InputBounds.seconds($0) }) else { return false }
+            c.otaStallTimeout = .seconds(d)
             return true
         }),
-        ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setNumber(&c.reconnectMinDelay, v) }),
-        ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setNumber(&c.reconnectMaxDelay, v) }),
+        ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setDuration(&c.reconnectMinDelay, v) }),
+        ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setDuration(&c.reconnectMaxDelay, v) }),
         ("modelsDirectory", "THING_AGENT_MODELS", { c, v in setOptional(&c.modelsDirectory, v) }),
         ("scenesFile", "THING_AGENT_SCENES", { c, v in setOptional(&c.scenesFile, v) }),
         ("publishEvents", "THING_AGENT_PUBLISH_EVENTS", { c, v in setBool(&c.publishEvents, v) }),
@@ -196,13 +198,13 @@ public struct AgentConfiguration: Sendable, Equatable {
         }),
         ("detailConfig", "THING_AGENT_DETAIL_CONFIG", { c, v in setOptional(&c.detailConfig, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
-            guard let s = v.stringValue, AgentLogger.Level(name: s) != nil else { return false }
-            c.logLevel = s
+            guard let level = v.stringValue.flatMap(AgentLogger.Level.init(name:)) else { return false }
+            c.logLevel = level
             return true
         }),
         ("logFormat", "THING_AGENT_LOG_FORMAT", { c, v in
-            guard let s = v.stringValue, LogFormat(rawValue: s) != nil else { return false }
-            c.logFormat = s
+            guard let format = v.stringValue.flatMap(LogFormat.init(rawValue:)) else { return false }
+            c.logFormat = format
             return true
         }),
     ]
@@ -282,6 +284,13 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     /// Seconds: zero or more, at most `InputBounds.maxSeconds` (a larger one would trap where it becomes a
     /// `Duration`).
+    /// Seconds in the file, the environment and flags; a `Duration` in the configuration.
+    private static func setDuration(_ target: inout Duration, _ value: JSONValue) -> Bool {
+        guard let d = value.doubleValue.flatMap({ InputBounds.seconds($0, allowZero: true) }) else { return false }
+        target = .seconds(d)
+        return true
+    }
+
     private static func setNumber(_ target: inout Double, _ value: JSONValue) -> Bool {
         guard let d = value.doubleValue.flatMap({ InputBounds.seconds($0, allowZero: true) }) else { return false }
         target = d

@@ -87,7 +87,7 @@ extension Command {
     static func applyTimeout(_ arguments: ParsedArguments, to configuration: inout AgentConfiguration) throws {
         guard let timeout = arguments.value("timeout") else { return }
         guard let seconds = InputBounds.seconds(timeout) else { throw CommandFailure.badSeconds("timeout") }
-        configuration.requestTimeout = seconds
+        configuration.requestTimeout = .seconds(seconds)
     }
 }
 

@@ -45,7 +45,6 @@ enum CommonOptions {
     }
 
     static func logger(_ configuration: AgentConfiguration, label: String = "thing-agent") -> AgentLogger {
-        AgentLogger(label: label, level: AgentLogger.Level(name: configuration.logLevel) ?? .info,
-                    handler: (LogFormat(rawValue: configuration.logFormat) ?? .text).standardErrorHandler())
+        AgentLogger(label: label, level: configuration.logLevel, handler: configuration.logFormat.standardErrorHandler())
     }
 }

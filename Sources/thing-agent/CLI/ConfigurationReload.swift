@@ -31,7 +31,7 @@ final class ConfigurationReload: Sendable {
             logger.error("received SIGHUP; nothing reloaded: \(error)")
             return
         }
-        let level = AgentLogger.Level(name: configuration.logLevel) ?? .info
+        let level = configuration.logLevel
         // First, so that what the reload says is logged at the level it asked for.
         logger.changeSharedLevel(to: level)
         let report = agent.reload(configuration)

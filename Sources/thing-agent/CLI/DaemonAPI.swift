@@ -36,7 +36,7 @@ struct DaemonAPI {
         var payload = request
         payload["id"] = .string(id)
         payload["replyTo"] = .string(replyTo)
-        let timeout = Duration.seconds(configuration.requestTimeout)
+        let timeout = configuration.requestTimeout
         let answer: JSONValue?
         do {
             try await client.subscribe(replyTo, qos: .atLeastOnce)
@@ -52,7 +52,7 @@ struct DaemonAPI {
         guard let answer else {
             throw CommandFailure(code: .timeout, message: """
                 the daemon \(daemon) holds the cache \(configuration.database) but did not answer within \
-                \(configuration.requestTimeout) s
+                \(Format.seconds(configuration.requestTimeout.seconds)) s
                 """)
         }
         let code = Int(answer["code"]?.int64Value ?? -1)

@@ -107,7 +107,7 @@ enum OTACommand: Command {
         Console.out("\(deviceId): \((device.info.firmwareVersion ?? "unknown version").terminalSafe()) → \(image.version)")
         do {
             let code = try await follow(deviceId, startedAt: startedAt, reader: reader, reports: reports,
-                                        patience: patience, stall: configuration.otaStallTimeout)
+                                        patience: patience, stall: configuration.otaStallTimeout.seconds)
             await reports?.stop()
             return code
         } catch {

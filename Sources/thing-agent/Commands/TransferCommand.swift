@@ -45,7 +45,7 @@ enum TransferCommand: Command {
             Console.out("\(device) takes over \(faulty) and its \(moving.count) sub-device\(moving.count == 1 ? "" : "s")")
             let end = await waitForEnd(of: faulty, started: started, updates: updates, patience: patience)
             return try outcome(end, device: device, faulty: faulty, moving: moving, agent: agent,
-                               stall: configuration.transferStallTimeout, patience: patience)
+                               stall: configuration.transferStallTimeout.seconds, patience: patience)
         }
     }
 
@@ -53,7 +53,7 @@ enum TransferCommand: Command {
     static func waitForEnd(of faulty: String, started: TransferInfo,
                            updates: AsyncCompactMapSequence<DeviceEventStream, TransferInfo>,
                            patience: Double?) async -> (last: TransferInfo, ended: Bool) {
-        let waiting = Task { () -> (TransferInfo, Bool) in
+        let follow: @Sendable () async -> (last: TransferInfo, ended: Bool) = {
             var progress = TransferProgress()
             var last = started
             progress.show(started)
@@ -65,15 +65,9 @@ enum TransferCommand: Command {
             progress.close()
             return (last, false)
         }
-        let timer = patience.map { seconds in
-            Task {
-                try? await Task.sleep(for: .seconds(seconds))
-                waiting.cancel()
-            }
-        }
-        let end = await waiting.value
-        timer?.cancel()
-        return end
+        guard let patience else { return await follow() }
+        // Running out of patience cancels the following, which ends the stream.
+        return await withTimeout(.milliseconds(Int64(patience * 1000)), follow)
     }
 
     static func outcome(_ end: (last: TransferInfo, ended: Bool), device: String, faulty: String, moving: [String],

@@ -22,7 +22,7 @@ enum WifiScanCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let device = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
-        if let timeout = try seconds(arguments) { configuration.requestTimeout = timeout }
+        if let timeout = try seconds(arguments) { configuration.requestTimeout = .seconds(timeout) }
         let networks = try await withAgent(configuration, role: .requester) { agent in
             try await agent.scanWifiList(device, force: arguments.has("force"))
         }

@@ -18,9 +18,10 @@ struct FirmwareTests {
         return path
     }
 
-    static func simulate(_ broker: MosquittoBroker, seed: Int, _ extra: [String], log: String) throws -> DaemonProcess {
+    static func simulate(_ broker: MosquittoBroker, devices: Int = 2, seed: Int, _ extra: [String],
+                         log: String) throws -> DaemonProcess {
         try DaemonProcess(thingAgentExecutable(), [
-            "simulate", "--broker", broker.url, "--devices", "2", "--gateways", "0", "--seed", "\(seed)",
+            "simulate", "--broker", broker.url, "--devices", "\(devices)", "--gateways", "0", "--seed", "\(seed)",
             "--ota-step", "0.1", "--report-interval", "0", "--signal-interval", "0"] + extra, logPath: log)
     }
 
@@ -212,10 +213,8 @@ struct FirmwareRolloutTests {
             let harness = try AgentHarness(broker: broker)
             let catalog = try FirmwareTests.catalog(in: harness.directory)
             try await harness.startDaemon()
-            let simulator = try DaemonProcess(thingAgentExecutable(), [
-                "simulate", "--broker", broker.url, "--devices", "3", "--gateways", "0", "--seed", "41",
-                "--ota-step", "0.1", "--report-interval", "0", "--signal-interval", "0"],
-                logPath: harness.directory + "/simulate.log")
+            let simulator = try FirmwareTests.simulate(broker, devices: 3, seed: 41, [],
+                                                       log: harness.directory + "/simulate.log")
             let devices = try await FirmwareTests.simulatedDevices(harness, count: 3, seed: 41)
             let away = try SimulatedDevice("dev-away", brokerURL: broker.url)
             try await away.connect()
@@ -244,10 +243,9 @@ struct FirmwareRolloutTests {
             let harness = try AgentHarness(broker: broker)
             let catalog = try FirmwareTests.catalog(in: harness.directory)
             try await harness.startDaemon()
-            let simulator = try DaemonProcess(thingAgentExecutable(), [
-                "simulate", "--broker", broker.url, "--devices", "5", "--gateways", "0", "--seed", "43",
-                "--ota-step", "0.1", "--report-interval", "0", "--signal-interval", "0",
-                "--ota-failure-rate", "1", "--ota-fail-at", "flash"], logPath: harness.directory + "/simulate.log")
+            let simulator = try FirmwareTests.simulate(broker, devices: 5, seed: 43,
+                                                       ["--ota-failure-rate", "1", "--ota-fail-at", "flash"],
+                                                       log: harness.directory + "/simulate.log")
             let devices = try await FirmwareTests.simulatedDevices(harness, count: 5, seed: 43)
 
             let rollout = try await harness.cli(["ota", "--product", "p-light-1", "--latest", "--catalog", catalog,

@@ -20,6 +20,16 @@ let package = Package(
             providers: [.apt(["libmosquitto-dev"])]
         ),
         .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
+        .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
@@ -27,9 +37,10 @@ let package = Package(
 
         // Swift layers: each points only down.
         .target(name: "JSON", swiftSettings: swift6),
-        .target(name: "MQTT", dependencies: ["CMosquitto"], swiftSettings: swift6),
+        .target(name: "MQTT", dependencies: ["CMosquitto", "COpenSSL"], swiftSettings: swift6),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
-        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON"], swiftSettings: swift6),
+        .target(name: "HTTPEndpoint", dependencies: ["CMicroHTTPD"], swiftSettings: swift6),
+        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "HTTPEndpoint"], swiftSettings: swift6),
         .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
         // Benchmarks, all of them: a release-built executable that prints figures (README, "Performance"), with a
         // broker and answering devices of its own (nothing from Tests/).

@@ -4,8 +4,25 @@ internal import CMosquitto
 /// copies of the data: libmosquitto frees topic, payload and properties when the callback returns.
 enum Callbacks {
     static func install(on pointer: OpaquePointer) {
-        mosquitto_connect_v5_callback_set(pointer) { _, obj, code, flags, _ in
-            ClientCore.from(obj)?.didReceiveConnack(code: code, sessionPresent: flags & 1 != 0)
+        mosquitto_connect_v5_callback_set(pointer) { mosq, obj, code, flags, _ in
+            guard let core = ClientCore.from(obj) else { return }
+            // Queued here, inside the CONNACK's handling, it goes out before the messages libmosquitto resends
+            // once the callback returns, and before anything the client's users can send.
+            if code == 0, let birth = core.configuration.birth, let mosq {
+                let payload = birth.payload()
+                _ = payload.withUnsafeBytes { bytes in
+                    mosquitto_publish(mosq, nil, birth.topic, Int32(bytes.count), bytes.baseAddress,
+                                      Int32(birth.qos.rawValue), birth.retain)
+                }
+            }
+            core.didReceiveConnack(code: code, sessionPresent: flags & 1 != 0)
+        }
+        mosquitto_disconnect_v5_callback_set(pointer) { _, obj, reason, _ in
+            ClientCore.from(obj)?.didDisconnect(reason: reason)
+        }
+        mosquitto_log_callback_set(pointer) { _, obj, level, text in
+            guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
+            ClientCore.from(obj)?.didLog(String(cString: text))
         }
         mosquitto_publish_v5_callback_set(pointer) { _, obj, mid, reason, _ in
             ClientCore.from(obj)?.didCompletePublish(mid: mid, reasonCode: reason)

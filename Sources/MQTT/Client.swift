@@ -259,23 +259,47 @@ public final class MQTTClient: Sendable {
         send: (MosquittoHandle, inout Int32) -> (Int32, (ClientCore.Waiter) -> PendingOperation),
         beforeSending: (inout State) -> Void = { _ in }
     ) async throws(MQTTError) {
-        let outcome = await withCheckedContinuation { (waiter: ClientCore.Waiter) in
+        // A cancelled caller stops waiting, but its packet is sent all the same (a stopping agent's last words are
+        // sent from a cancelled task): a broker that stopped answering must not hold up a task that is being stopped
+        // until the keepalive notices. `registration` is only touched under the client's lock, so the cancellation
+        // either finds the operation or is seen before it is registered.
+        let registration = RegistrationBox()
+        let core = core
+        let outcome = await withTaskCancellationHandler {
+            await withCheckedContinuation { (waiter: ClientCore.Waiter) in
+                core.withState { state in
+                    guard let handle = connectedHandle(state, context: context) else {
+                        state.effects.resumptions.append((waiter, .failure(notConnectedError(state, context: context))))
+                        return
+                    }
+                    beforeSending(&state)
+                    var mid: Int32 = 0
+                    let (rc, operation) = send(handle, &mid)
+                    if rc != 0 {
+                        state.effects.resumptions.append((waiter, .failure(.library(rc, context: context))))
+                        return
+                    }
+                    if registration.cancelled {
+                        state.effects.resumptions.append((waiter, .failure(Self.cancelledError(context))))
+                        return
+                    }
+                    state.pending[mid] = operation(waiter)
+                    registration.mid = mid
+                }
+            }
+        } onCancel: {
             core.withState { state in
-                guard let handle = connectedHandle(state, context: context) else {
-                    state.effects.resumptions.append((waiter, .failure(notConnectedError(state, context: context))))
-                    return
-                }
-                beforeSending(&state)
-                var mid: Int32 = 0
-                let (rc, operation) = send(handle, &mid)
-                if rc != 0 {
-                    state.effects.resumptions.append((waiter, .failure(.library(rc, context: context))))
-                    return
-                }
-                state.pending[mid] = operation(waiter)
+                registration.cancelled = true
+                guard let mid = registration.mid, let operation = state.pending.removeValue(forKey: mid) else { return }
+                state.effects.resumptions.append((operation.waiter, .failure(Self.cancelledError(context))))
             }
         }
         try outcome.get()
+    }
+
+    private static func cancelledError(_ context: String) -> MQTTError {
+        MQTTError(kind: .notConnected, code: MQTTError.Code.noConnection,
+                  message: "the caller stopped waiting for the acknowledgement (cancelled)", context: context)
     }
 
     private func connectedHandle(_ state: State, context: String) -> MosquittoHandle? {
@@ -285,6 +309,13 @@ public final class MQTTClient: Sendable {
     private func notConnectedError(_ state: State, context: String) -> MQTTError {
         state.connection == .stopped ? .closed(context) : .notConnected(context)
     }
+}
+
+/// Where an acknowledged operation's registration and its cancellation meet; read and written only under the client's
+/// lock.
+private final class RegistrationBox: @unchecked Sendable {
+    var mid: Int32?
+    var cancelled = false
 }
 
 /// A property list pointer read inside the locked publish call; the list itself lives on the caller's stack.

@@ -120,6 +120,22 @@ final class ClientCore: Sendable {
         }
     }
 
+    /// A DISCONNECT from the broker (MQTT 5) carries a reason code of 0x80 and up; libmosquitto's own codes for
+    /// socket errors and our own DISCONNECT are below that.
+    func didDisconnect(reason: Int32) {
+        guard reason >= 0x80 else { return }
+        withState { $0.serverDisconnectReason = reason }
+    }
+
+    /// Keeps libmosquitto's error lines of the current connection attempt: the OpenSSL errors behind a TLS failure
+    /// ("certificate verify failed", "tlsv13 alert certificate required") are only ever said there.
+    func didLog(_ line: String) {
+        withState { state in
+            if state.attemptLog.count >= State.attemptLogLimit { state.attemptLog.removeFirst() }
+            state.attemptLog.append(line)
+        }
+    }
+
     /// Runs the synchronous handler first (libmosquitto acknowledges a QoS 1/2 message only after this returns),
     /// then queues the message for the ordered stream.
     func didReceive(_ message: MQTTMessage) {
@@ -177,6 +193,11 @@ struct State {
     var nextObserverID = 0
     var lastError: MQTTError?
     var effects = Effects()
+    /// The reason code of the broker's DISCONNECT that ended the current connection, if it sent one.
+    var serverDisconnectReason: Int32?
+    /// libmosquitto's error lines since the current connection attempt began (at most `attemptLogLimit`).
+    var attemptLog: [String] = []
+    static let attemptLogLimit = 16
 
     /// Publishes a new state to observers (under the lock, so they see changes in order) and queues the callback.
     mutating func transition(to new: MQTTConnectionState, error: MQTTError? = nil) {

@@ -13,6 +13,25 @@ public struct MQTTWill: Sendable {
     }
 }
 
+/// A message the client publishes itself right after every CONNACK, the first connect and every reconnect, before
+/// any other packet of that connection (libmosquitto resends unacknowledged messages only after it): the counterpart
+/// of the will, so that a retained "online" replaces the "offline" the will left while the client was away.
+public struct MQTTBirth: Sendable {
+    public var topic: String
+    /// Made at each connect, so that it can carry the current time.
+    public var payload: @Sendable () -> [UInt8]
+    public var qos: QoS
+    public var retain: Bool
+
+    public init(topic: String, qos: QoS = .atLeastOnce, retain: Bool = true,
+                payload: @escaping @Sendable () -> [UInt8]) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+    }
+}
+
 /// TLS settings for `mqtts://` brokers. Paths are PEM files.
 public struct MQTTTLS: Sendable {
     /// CA bundle used to verify the broker; nil uses the system CA directory (/etc/ssl/certs).
@@ -52,6 +71,16 @@ public struct MQTTConfiguration: Sendable {
     public var reconnectMaxDelay: Duration = .seconds(30)
     /// Bounds one connection attempt: TCP connect, TLS handshake and CONNACK together.
     public var connectTimeout: Duration = .seconds(5)
+    /// Published after every CONNACK (see `MQTTBirth`).
+    public var birth: MQTTBirth? = nil
+    /// A connection lost sooner than this after it was made does not reset the reconnect backoff, so that a broker
+    /// that keeps closing new connections (another client with the same client id) sees ever longer pauses instead
+    /// of a reconnect every `reconnectMinDelay`.
+    public var stableConnection: Duration = .seconds(10)
+    /// How many losses in a row, each within `stableConnection` of its CONNACK (and the broker up all along), make
+    /// the client report that another client probably uses its client id: brokers close the older connection, under
+    /// 3.1.1 without a reason, and mosquitto 2.0 under MQTT 5 too (others send reason 0x8E, reported at once).
+    public var quickLossesBeforeTakeoverReport: Int = 3
 
     public init(url: String, clientID: String) {
         self.url = url

@@ -18,6 +18,9 @@ public struct MQTTError: Error, Sendable, CustomStringConvertible {
         case protocolError
         /// The client was shut down with `disconnect()` (or stopped after refused credentials).
         case closed
+        /// The broker closed the connection because another client connected with the same client id (MQTT 5
+        /// reason 0x8E "session taken over", or repeated losses right after connecting under 3.1.1).
+        case clientIDInUse
         case other
     }
 

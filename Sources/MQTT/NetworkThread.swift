@@ -60,6 +60,7 @@ struct NetworkThread: Sendable {
 
     /// Runs the connection until a stop is requested or a reconnect hits a fatal error (returned).
     private func serve() -> MQTTError? {
+        var losses = ConnectionLosses(configuration: configuration)
         while true {
             core.beat()
             if stopRequested {
@@ -70,36 +71,44 @@ struct NetworkThread: Sendable {
             guard rc != 0 else { continue }
             // `disconnect()` queued a DISCONNECT itself: the connection ending now is the stop, not a loss.
             if stopRequested { return nil }
-            let lost = MQTTError.library(rc, errno: errno, context: "connection to \(target) lost", kind: .notConnected)
+            let osError = errno
+            let reason = core.withState { $0.serverDisconnectReason }
+            let library = MQTTError.library(rc, errno: osError, context: "connection to \(target) lost",
+                                            kind: .notConnected)
+            let lost = losses.connectionLost(error: library, serverReason: reason, clientID: configuration.clientID)
             core.withState { state in
                 state.transition(to: .reconnecting(reason: lost.description), error: lost)
                 // libmosquitto may still resend an unacknowledged QoS 1/2 message after the reconnect; the caller
                 // is told now rather than left waiting for an outage of unknown length.
                 state.failPending(.notConnected("connection lost before the broker acknowledged"))
             }
-            switch reconnect() {
-            case .connected: continue
+            switch reconnect(firstAttempt: losses.backoffAttempt) {
+            case .connected(let attempts):
+                losses.reconnected(tries: attempts - losses.backoffAttempt, attempt: attempts)
+                continue
             case .stop(let fatal): return fatal
             }
         }
     }
 
     private enum ReconnectOutcome {
-        case connected
+        /// With the backoff attempt number the next loss continues from if this connection does not last.
+        case connected(attempts: Int)
         case stop(MQTTError?)
     }
 
-    private func reconnect() -> ReconnectOutcome {
+    /// Retries with backoff, starting at `firstAttempt` (not 0 after a connection that did not last).
+    private func reconnect(firstAttempt: Int) -> ReconnectOutcome {
         let backoff = ReconnectBackoff(minDelay: configuration.reconnectMinDelay, maxDelay: configuration.reconnectMaxDelay)
         var generator = SystemRandomNumberGenerator()
-        var attempt = 0
+        var attempt = firstAttempt
         while true {
             if !sleep(backoff.delay(attempt: attempt, using: &generator)) { return .stop(nil) }
             attempt += 1
             switch connectOnce(initial: false) {
             case .success:
                 core.withState { $0.transition(to: .connected) }
-                return .connected
+                return .connected(attempts: attempt)
             case .failure(let error) where error.kind == .closed:
                 return .stop(nil)
             case .failure(let error) where error.kind == .notAuthorized:
@@ -117,14 +126,18 @@ struct NetworkThread: Sendable {
         let context = "connecting to \(target)"
         let clock = ContinuousClock()
         let deadline = clock.now + configuration.connectTimeout
-        core.withState { $0.connack = nil }
+        core.withState { state in
+            state.connack = nil
+            state.serverDisconnectReason = nil
+            state.attemptLog.removeAll()
+        }
         // Asynchronous connects never block in connect(2), so an unresponsive host cannot outlast the deadline.
         let started =
             initial
             ? mosquitto_connect_bind_async(
                 handle.pointer, core.address.host, Int32(core.address.port), Int32(configuration.keepAlive), nil)
             : mosquitto_reconnect_async(handle.pointer)
-        if started != 0 { return .failure(Self.connectFailure(started, errno: errno, context: context)) }
+        if started != 0 { return .failure(diagnosed(Self.connectFailure(started, errno: errno, context: context))) }
 
         var restoreSent = false
         while true {
@@ -156,7 +169,7 @@ struct NetworkThread: Sendable {
             case .done:
                 return .success(())
             case .waiting:
-                if rc != 0 { return .failure(Self.connectFailure(rc, errno: osError, context: context)) }
+                if rc != 0 { return .failure(diagnosed(Self.connectFailure(rc, errno: osError, context: context))) }
             }
         }
     }
@@ -170,6 +183,33 @@ struct NetworkThread: Sendable {
                 state.restoring.insert(mid)
             }
         }
+    }
+
+    /// The library's error with its cause put in words where libmosquitto has none: what failed in TLS ("A TLS error
+    /// occurred" for every cause), or a plain `mqtt://` URL that reached a TLS listener (it closes the connection
+    /// without a word, which looks like a broker that is not there).
+    private func diagnosed(_ error: MQTTError) -> MQTTError {
+        switch error.kind {
+        case .timeout, .notAuthorized, .closed, .invalidURL, .clientIDInUse: return error
+        default: break
+        }
+        let address = core.address
+        let probeTimeout = min(configuration.connectTimeout, .seconds(3))
+        if address.usesTLS || configuration.tls != nil {
+            let log = core.withState { $0.attemptLog }
+            guard let cause = TLSDiagnosis.explain(
+                log: log, host: address.host, port: address.port, tls: configuration.tls ?? MQTTTLS(),
+                timeout: probeTimeout)
+            else { return error }
+            return MQTTError(kind: .tls, code: error.code, message: cause, context: error.context)
+        }
+        guard error.kind == .connectionRefused || error.kind == .protocolError,
+              TLSDiagnosis.expectsTLS(host: address.host, port: address.port, timeout: probeTimeout)
+        else { return error }
+        return MQTTError(
+            kind: .tls, code: error.code,
+            message: "the broker expects TLS on this port: use an mqtts:// URL (and caFile for its CA)",
+            context: error.context)
     }
 
     /// Any failure before CONNACK that is not TLS, a timeout or a protocol error means no connection could be made.

@@ -50,6 +50,19 @@ if CommandLine.arguments.contains("--receive-path") {
     exit(0)
 }
 
+if CommandLine.arguments.contains("--scrape") {
+    let count = CommandLine.arguments.firstIndex(of: "--count").map { Int(CommandLine.arguments[$0 + 1]) ?? 0 } ?? 200_000
+    let scrape = try await ScrapeBenchmark(directory: directory).run(propertyReports(count: count, devices: 1000))
+    report.add("receive path alone, QoS 1 property report, cached to SQLite", "\(format(scrape.alone, 2)) µs/msg")
+    report.add("receive path while the metrics are rendered every 10 ms", "\(format(scrape.everyTenMilliseconds, 2)) µs/msg")
+    report.add("receive path while the metrics are rendered without pause", "\(format(scrape.scraped, 2)) µs/msg",
+               "one scrape \(format(scrape.scrapeMicroseconds, 1)) µs")
+    report.printTable()
+    broker.stop()
+    try? FileManager.default.removeItem(atPath: directory)
+    exit(0)
+}
+
 if section("ingest") {
 print("ingest (backlog drained through a persistent session)")
 let count = quick ? 20_000 : 100_000

@@ -64,7 +64,7 @@ func main() async -> Int32 {
         Console.error(failure.message)
         return failure.code.rawValue
     } catch let error as RequestError {
-        Console.error(error.description)
+        Console.error(error.commandLineDescription)
         return error.exitCode.rawValue
     } catch {
         Console.error("\(error)")

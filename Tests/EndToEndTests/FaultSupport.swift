@@ -262,7 +262,7 @@ extension AgentHarness {
             let stats = try await stats()
             let counted = stats["received"]?.int64Value ?? 0
             let outcomes = (stats["applied"]?.int64Value ?? 0) + (stats["unchanged"]?.int64Value ?? 0)
-                + (stats["droppedTotal"]?.int64Value ?? 0)
+                + (stats["droppedTotal"]?.int64Value ?? 0) + (stats["forOtherClients"]?.int64Value ?? 0)
             if counted >= Int64(received), outcomes >= counted { return stats }
             if ContinuousClock.now > deadline {
                 throw TestSupportError("the daemon counted \(JSONValue.object(stats).serialized()), not \(received) received; "

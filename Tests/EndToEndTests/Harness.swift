@@ -14,12 +14,14 @@ final class AgentHarness: Sendable {
     private let daemonBox = DaemonBox()
 
     /// `database`: where the cache goes (the daemon's log stays in `directory`); in `directory` when nil.
-    init(broker: MosquittoBroker, database: String? = nil, daemonEnvironment: [String: String] = [:]) throws {
+    /// `clientID`: the daemon's client id; a fresh one when nil.
+    init(broker: MosquittoBroker, database: String? = nil, daemonEnvironment: [String: String] = [:],
+         clientID: String? = nil) throws {
         self.broker = broker
         self.daemonEnvironment = daemonEnvironment
         directory = try makeTemporaryDirectory("thing-agent-e2e")
         self.database = database ?? directory + "/cache.sqlite"
-        clientID = "agent-\(UInt32.random(in: 0...UInt32.max))"
+        self.clientID = clientID ?? "agent-\(UInt32.random(in: 0...UInt32.max))"
     }
 
     var commonArguments: [String] {

@@ -50,7 +50,8 @@ enum HostileCorpus {
         "info/get_response", "wifi/scan_response", "gateway/transfer/start_response", "unbind",
     ]
 
-    /// Messages whose outcome is known: the drop reason each must be counted under (or "unchanged"). Every message
+    /// Messages whose outcome is known: the drop reason each must be counted under (or "unchanged", or
+    /// "forOtherClients" for answers to requests this agent did not send). Every message
     /// addressed to a victim is invalid or changes nothing; the valid ones go to invalid device ids.
     static func messages(victims: [String]) -> [(topic: String, payload: [UInt8], reason: String)] {
         var messages: [(topic: String, payload: [UInt8], reason: String)] = []
@@ -156,7 +157,7 @@ enum HostileCorpus {
             ("gateway/transfer/start_response", #"{"msgId":"ghost","code":1006,"message":"busy"}"#),
             ("info/get_response", #"{"msgId":"ghost","code":1003,"message":"bad data format"}"#),
         ] {
-            messages.append(("things/\(victims[0])/thing/\(kind)", Array(text.utf8), "unmatchedResponse"))
+            messages.append(("things/\(victims[0])/thing/\(kind)", Array(text.utf8), "forOtherClients"))
         }
 
         // Too large: valid JSON that would change the cache, were it not over 256 KiB.

@@ -82,10 +82,12 @@ struct HostileInputTests {
             #expect(stats["received"] == .integer(Int64(baseline + sent.total)))
             #expect(stats["applied"] == .integer(Int64(baseline)), "an invalid message changed the cache: \(stats)")
             #expect(stats["unchanged"] == .integer(Int64(sent.byReason["unchanged"] ?? 0)), "\(stats)")
-            for reason in ["invalidDeviceID", "malformed", "oversized", "unmatchedResponse"] {
+            #expect(stats["forOtherClients"] == .integer(Int64(sent.byReason["forOtherClients"] ?? 0)), "\(stats)")
+            for reason in ["invalidDeviceID", "malformed", "oversized"] {
                 #expect(stats["dropped"]?[reason] == .integer(Int64(sent.byReason[reason] ?? 0)), "\(reason): \(stats)")
             }
-            #expect(stats["droppedTotal"] == .integer(Int64(sent.total - (sent.byReason["unchanged"] ?? 0))))
+            #expect(stats["droppedTotal"] == .integer(Int64(
+                sent.total - (sent.byReason["unchanged"] ?? 0) - (sent.byReason["forOtherClients"] ?? 0))))
 
             // 2. Seeded random and mutated topics and payloads, of unknown outcome: each must still be counted.
             var randomSent = 0
@@ -97,8 +99,9 @@ struct HostileInputTests {
             stats = try await harness.waitForStats(received: total)
             let applied = stats["applied"]?.int64Value ?? -1, unchanged = stats["unchanged"]?.int64Value ?? -1
             let dropped = stats["droppedTotal"]?.int64Value ?? -1
+            let forOthers = stats["forOtherClients"]?.int64Value ?? -1
             #expect(stats["received"] == .integer(Int64(total)), "seed \(seed): \(stats)")
-            #expect(applied + unchanged + dropped == Int64(total), "seed \(seed): \(stats)")
+            #expect(applied + unchanged + forOthers + dropped == Int64(total), "seed \(seed): \(stats)")
             let reasons = stats["dropped"]?.objectValue.map { $0.reduce(0) { $0 + ($1.value.int64Value ?? 0) } }
             #expect(reasons == dropped)
 

@@ -84,6 +84,7 @@ struct SetCommandTests {
             let offline = try await set(["sleepy", "switch_1=true"])
             #expect(offline.status == 7)
             #expect(offline.stderr.contains("sleepy is offline"))
+            #expect(offline.stderr.contains("use --force to send anyway"), "\(offline.stderr)")
             let forced = try await set(["sleepy", "switch_1=true", "--force"])
             #expect(forced.status == 0, "\(forced.stderr)")
 

@@ -16,7 +16,7 @@ struct SimulatorTests {
         configuration.requestTimeout = .seconds(5)
         let agent = try Agent(configuration: configuration)
         let running = Task { try await agent.run() }
-        try await waitUntil { agent.connectionState == .connected }
+        try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
         return (agent, running)
     }
 

@@ -151,7 +151,8 @@ struct ConnectionTests {
         let error = await mqttError { try await client.connect() }
         let elapsed = ContinuousClock.now - started
         #expect(error?.kind == .timeout, "got \(String(describing: error))")
-        #expect(elapsed >= .seconds(1) && elapsed < .seconds(5))
+        // Bounded, not timed: on a loaded machine (the suite run twice at once) the attempt may end well after 1 s.
+        #expect(elapsed >= .seconds(1) && elapsed < .seconds(30))
         await client.disconnect()
     }
 

@@ -23,10 +23,13 @@ struct ReconnectTests {
             if persistence {
                 // A killed broker saves nothing at exit: wait for a periodic save that includes the subscription.
                 // The broker is single-threaded, so a save logged after one more change comes after the SUBSCRIBE.
+                // Two saves, not one: a save that began before the SUBSCRIBE may reach the log only after `before`
+                // was read (on a loaded machine), and it alone would let the test kill a broker that never saved
+                // the subscription (the restarted one then delivers nothing).
                 let saves: @Sendable () -> Int = { broker.log().components(separatedBy: "Saving in-memory database").count }
                 let before = saves()
                 try await subscriber.publish("\(prefix)/marker", "change", qos: .atLeastOnce, retain: true)
-                try await waitUntil { saves() > before }
+                try await waitUntil(timeout: .seconds(10)) { saves() > before + 1 }
             }
 
             broker.kill()
@@ -39,7 +42,7 @@ struct ReconnectTests {
             let publisher = try await connectedClient(testConfiguration(broker.url))
             try await publisher.publish("\(prefix)/dev-1/thing/properties", "p", qos: .atLeastOnce)
             try await publisher.publish("\(prefix)/dev-1/thing/signal", "s", qos: .atMostOnce)
-            let messages = try await inbox.waitFor(count: 2)
+            let messages = try await inbox.waitFor(count: 2, timeout: .seconds(15))
             #expect(Set(messages.map(\.text)) == ["p", "s"])
 
             let seen = states.states

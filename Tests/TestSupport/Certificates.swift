@@ -10,6 +10,11 @@ public struct TestCertificates: Sendable {
     public var clientKeyFile: String
     /// A CA unrelated to the others: verifying the broker with it must fail.
     public var wrongCAFile: String
+    /// Server certificates signed by the test CA that must not verify: one names only another host, one expired.
+    public var wrongHostCertFile: String
+    public var wrongHostKeyFile: String
+    public var expiredCertFile: String
+    public var expiredKeyFile: String
 
     /// Makes all files in `directory` (EC P-256 keys, valid for two days).
     public static func make(in directory: String) throws -> TestCertificates {
@@ -24,7 +29,7 @@ public struct TestCertificates: Sendable {
                     "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
                 ], in: directory)
         }
-        func makeLeaf(_ name: String, _ subject: String, extensions: String) throws {
+        func makeLeaf(_ name: String, _ subject: String, extensions: String, days: Int = 2) throws {
             try ChildProcess.run(
                 openssl,
                 [
@@ -36,7 +41,7 @@ public struct TestCertificates: Sendable {
                 openssl,
                 [
                     "x509", "-req", "-in", path("\(name).csr"), "-CA", path("ca.crt"), "-CAkey", path("ca.key"),
-                    "-CAcreateserial", "-out", path("\(name).crt"), "-days", "2", "-extfile", path("\(name).ext"),
+                    "-CAcreateserial", "-out", path("\(name).crt"), "-days", "\(days)", "-extfile", path("\(name).ext"),
                 ], in: directory)
         }
         try makeCA("ca", "/CN=thing-agent test CA")
@@ -45,8 +50,18 @@ public struct TestCertificates: Sendable {
             "server", "/CN=localhost",
             extensions: "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
         try makeLeaf("client", "/CN=test-client", extensions: "extendedKeyUsage=clientAuth\n")
+        try makeLeaf(
+            "wrong-host", "/CN=elsewhere.example",
+            extensions: "subjectAltName=DNS:elsewhere.example\nextendedKeyUsage=serverAuth\n")
+        // OpenSSL 3.0's x509 has no -not_after; a negative -days puts notAfter before now (and before notBefore),
+        // which verification reports as "certificate has expired".
+        try makeLeaf(
+            "expired", "/CN=localhost",
+            extensions: "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n", days: -1)
         return TestCertificates(
             caFile: path("ca.crt"), serverCertFile: path("server.crt"), serverKeyFile: path("server.key"),
-            clientCertFile: path("client.crt"), clientKeyFile: path("client.key"), wrongCAFile: path("wrong-ca.crt"))
+            clientCertFile: path("client.crt"), clientKeyFile: path("client.key"), wrongCAFile: path("wrong-ca.crt"),
+            wrongHostCertFile: path("wrong-host.crt"), wrongHostKeyFile: path("wrong-host.key"),
+            expiredCertFile: path("expired.crt"), expiredKeyFile: path("expired.key"))
     }
 }

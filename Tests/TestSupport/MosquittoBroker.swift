@@ -13,12 +13,24 @@ public final class MosquittoBroker: Sendable {
         public var tls: Bool = false
         /// Whether the TLS listener demands a client certificate signed by the test CA.
         public var requireClientCertificate: Bool = true
+        /// Which certificate the TLS listener presents.
+        public var serverCertificate: ServerCertificate = .valid
         /// Keeps sessions and retained messages in a database that survives `restart()`; it is saved every second
         /// (a killed broker writes nothing at exit).
         public var persistence: Bool = false
         /// Appended to the generated configuration.
         public var extraConfig: String = ""
         public init() {}
+    }
+
+    /// Test CA-signed certificates a TLS listener can present.
+    public enum ServerCertificate: Sendable {
+        /// For 127.0.0.1 and localhost, valid for two days.
+        case valid
+        /// For elsewhere.example only.
+        case wrongHost
+        /// Expired.
+        case expired
     }
 
     public let port: Int
@@ -101,6 +113,8 @@ public final class MosquittoBroker: Sendable {
         kill()
         if !removed.exchange(true, ordering: .relaxed) {
             try? FileManager.default.removeItem(atPath: directory)
+            releaseLoopbackPort(port)
+            if let tlsPort { releaseLoopbackPort(tlsPort) }
         }
     }
 
@@ -133,11 +147,16 @@ public final class MosquittoBroker: Sendable {
             lines.append("user root")
         }
         if let tlsPort, let certificates {
+            let (certFile, keyFile) = switch options.serverCertificate {
+            case .valid: (certificates.serverCertFile, certificates.serverKeyFile)
+            case .wrongHost: (certificates.wrongHostCertFile, certificates.wrongHostKeyFile)
+            case .expired: (certificates.expiredCertFile, certificates.expiredKeyFile)
+            }
             lines += [
                 "listener \(tlsPort) 127.0.0.1",
                 "cafile \(certificates.caFile)",
-                "certfile \(certificates.serverCertFile)",
-                "keyfile \(certificates.serverKeyFile)",
+                "certfile \(certFile)",
+                "keyfile \(keyFile)",
                 "require_certificate \(options.requireClientCertificate)",
             ]
         }
@@ -157,13 +176,18 @@ public final class MosquittoBroker: Sendable {
     }
 
     private func launch() async throws {
+        // mosquitto logs "running" once every listener is open. Waiting for this start's line, and not only for the
+        // ports to accept, makes sure the broker answering is this one: another process's broker on the same port
+        // would accept too, while this one failed to bind and exited.
+        let running = { self.log().components(separatedBy: " running").count }
+        let runningBefore = running()
         let child = try ChildProcess.spawn(
             "/usr/sbin/mosquitto", ["-c", configFile], outputFile: directory + "/mosquitto.out")
         process.withLock { $0 = child }
         let ports = [port] + (tlsPort.map { [$0] } ?? [])
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(10)
-        while !ports.allSatisfy(loopbackPortAccepts) {
+        while running() <= runningBefore || !ports.allSatisfy(loopbackPortAccepts) {
             var status: Int32 = 0
             if waitpid(child.pid, &status, WNOHANG) == child.pid {
                 process.withLock { $0 = nil }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,8 +12,53 @@ public func makeTemporaryDirectory(_ prefix: String = "thing-agent-test") throws
     return String(cString: made)
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it).
+/// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it), and that no other test in this process
+/// or in another test process running at the same time has been given: it stays reserved until
+/// `releaseLoopbackPort` (a broker's `stop()` releases its ports) or the process exits.
+///
+/// Without the reservation, the port of a broker that a test killed and is about to restart could be handed to
+/// another test's new broker; one of the two then failed to bind, found the port accepting anyway (the other's
+/// broker) and ran against the wrong broker, whose test then killed it under the first test's clients ("connection
+/// lost before the broker acknowledged", seen in the suite under load).
 public func freeLoopbackPort() throws -> Int {
+    for _ in 0..<200 {
+        let port = try kernelPickedPort()
+        if PortReservations.reserve(port) { return port }
+    }
+    throw TestSupportError("no unreserved free port after 200 tries")
+}
+
+/// Gives a port from `freeLoopbackPort` back.
+public func releaseLoopbackPort(_ port: Int) {
+    PortReservations.release(port)
+}
+
+/// Reservations as locked files in a directory every test process shares; the kernel drops a lock when its process
+/// exits, so a crashed run leaves nothing reserved. Released when done with: every lock is a line of the system's
+/// /proc/locks, which other programs read (the agent does, to name a cache lock's holder).
+enum PortReservations {
+    private static let held = Mutex<[Int: Int32]>([:])
+    private static let directory = "/tmp/thing-agent-test-ports"
+
+    static func release(_ port: Int) {
+        guard let fd = held.withLock({ $0.removeValue(forKey: port) }) else { return }
+        close(fd)
+    }
+
+    static func reserve(_ port: Int) -> Bool {
+        mkdir(directory, 0o777)
+        let fd = open("\(directory)/\(port)", O_RDWR | O_CREAT | O_CLOEXEC, 0o666)
+        guard fd >= 0 else { return true }  // nowhere to record it: go without, as before
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            close(fd)
+            return false
+        }
+        held.withLock { $0[port] = fd }
+        return true
+    }
+}
+
+private func kernelPickedPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw TestSupportError("socket failed") }
     defer { close(fd) }

@@ -25,7 +25,7 @@ struct AgentTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let agent = try Agent(configuration: configuration(broker, directory: directory, grace: grace))
         let running = Task { try await agent.run() }
-        try await waitUntil { agent.connectionState == .connected }
+        try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
         try await Task.sleep(for: .milliseconds(50))
         do {
             try await body(agent, directory)
@@ -323,7 +323,7 @@ struct AgentTests {
             configuration.clientID = "restart-test"
             let agent = try Agent(configuration: configuration)
             let running = Task { try await agent.run() }
-            try await waitUntil { agent.connectionState == .connected }
+            try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
             let device = try SimulatedDevice("keep", brokerURL: broker.url)
             try await device.connect()
             try await device.info(#"{"name":"Kept"}"#, time: t0)

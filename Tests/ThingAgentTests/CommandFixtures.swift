@@ -50,7 +50,7 @@ enum CommandFixture {
         let agent = try Agent(configuration: configuration, logger: logger)
         let running = Task { try await agent.run() }
         defer { running.cancel() }
-        try await waitUntil { agent.connectionState == .connected }
+        try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
         do {
             try await body(agent)
         } catch {

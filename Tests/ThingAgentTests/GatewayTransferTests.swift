@@ -18,7 +18,7 @@ struct GatewayTransferTests {
         let agent = try Agent(configuration: configuration)
         let running = Task { try await agent.run() }
         defer { running.cancel() }
-        try await waitUntil { agent.connectionState == .connected }
+        try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
         try await body(agent, configuration.database)
         running.cancel()
         _ = try? await running.value

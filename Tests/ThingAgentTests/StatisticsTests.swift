@@ -32,8 +32,8 @@ struct StatisticsTests {
                 ("things/d1/thing/properties", #"{"data":"#),                                       // malformed
                 ("things/bad id/thing/properties", #"{"data":{"a":2}}"#),                          // invalid id
                 ("things/d1/thing/properties", "{\"data\":{\"x\":\"" + String(repeating: "x", count: 300_000) + "\"}}"),
-                ("things/d1/thing/properties/set_response", #"{"msgId":"nobody","code":0}"#),      // unmatched
-                ("things/d1/thing/wifi/scan_response", #"{"msgId":"nobody","code":1006}"#),        // unmatched
+                ("things/d1/thing/properties/set_response", #"{"msgId":"nobody","code":0}"#),      // for others
+                ("things/d1/thing/wifi/scan_response", #"{"msgId":"nobody","code":1006}"#),        // for others
                 // An info/get answer nobody waits for still carries information: it is applied, not dropped.
                 ("things/d1/thing/info/get_response", #"{"msgId":"nobody","code":0,"data":{"name":"n"}}"#),
                 ("things/d1/thing/info/get_response", #"{"msgId":"nobody","code":0,"data":{"name":"n"}}"#),
@@ -44,10 +44,12 @@ struct StatisticsTests {
 
             let stats = agent.statistics
             #expect(stats.received == inputs.count + 1)
-            #expect(stats.received == stats.applied + stats.unchanged + stats.droppedTotal)
+            #expect(stats.received == stats.applied + stats.unchanged + stats.forOtherClients + stats.droppedTotal)
+            #expect(stats.received == stats.outcomes)
             #expect(stats.applied == 2)
             #expect(stats.unchanged == 4)  // repeat, stale, the repeated info answer, the matched answer
-            #expect(stats.dropped == [.malformed: 1, .invalidDeviceID: 1, .oversized: 1, .unmatchedResponse: 2])
+            #expect(stats.forOtherClients == 2)
+            #expect(stats.dropped == [.malformed: 1, .invalidDeviceID: 1, .oversized: 1])
         }
     }
 

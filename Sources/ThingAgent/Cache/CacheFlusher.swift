@@ -24,6 +24,9 @@ final class CacheFlusher: Sendable {
     private let started = Atomic<Bool>(false)
     /// The `report` rows SQLite holds (touched by the flusher thread, then by `stop()` after it ended).
     private let reported = Mutex<[String: Int64]?>(nil)
+    /// How the writes to SQLite go: the health check and the metrics read it.
+    let status = FlushStatus()
+
     /// When the thread last went round its loop (uptime nanoseconds); 0 before it started.
     private let heartbeat = Atomic<UInt64>(0)
 
@@ -109,13 +112,16 @@ final class CacheFlusher: Sendable {
     }
 
     private func flushOnce(journalLimit: Int64? = nil) {
+        let started = ContinuousClock.now
         do {
             let rows = changedReport()
             try writer.flush(meta: rows ?? [:])
             if let rows { reported.withLock { $0 = rows } }
             try writer.compactJournal(threshold: journalLimit ?? self.journalLimit)
+            status.succeeded(after: ContinuousClock.now - started)
             if let path = writer.databasePath { writer.storage.recovered(path, .write) }
         } catch {
+            status.failed()
             // Logged once by the storage status (not at every retry), and again when it works.
             if let path = writer.databasePath {
                 writer.storage.fail(path, .write, "could not write the cache to SQLite; will retry (the journal "

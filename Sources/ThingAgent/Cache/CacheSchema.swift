@@ -94,9 +94,18 @@ enum CacheSchema {
                 PRIMARY KEY (dev_id, ssid)
             ) WITHOUT ROWID;
             """),
+        // The daemon's offline warnings, so that a restart neither forgets a grace period that was running nor
+        // warns twice about one offline episode. Agent times (ms); a row lives while the device stays offline.
+        Migration(version: 4, name: "offline alerts", sql: """
+            CREATE TABLE offline_alerts (
+                dev_id        TEXT PRIMARY KEY NOT NULL,
+                offline_since INTEGER NOT NULL,
+                warned        INTEGER NOT NULL DEFAULT 0
+            ) WITHOUT ROWID;
+            """),
         // The latest firmware upgrade per device. No foreign key: a removed device's row goes with
         // `deleteDevice`, and an upgrade outlives a device that is briefly unknown while it reboots.
-        Migration(version: 4, name: "firmware upgrades", sql: """
+        Migration(version: 5, name: "firmware upgrades", sql: """
             CREATE TABLE ota_upgrades (
                 dev_id       TEXT PRIMARY KEY NOT NULL,
                 from_version TEXT,
@@ -124,7 +133,8 @@ enum CacheSchema {
     static var deviceColumns: [String] { ["dev_id"] + DeviceInfo.fields.map(\.column) + stateColumns }
 
     /// Deletes everything the file keeps about a device: its cached row (properties and transfer go with it by
-    /// cascade) and the local tables of migration 3 and the upgrades of migration 4, which have no foreign keys to cascade from.
+    /// cascade), the local tables of migration 3 and the upgrades of migration 5, which have no foreign keys to
+    /// cascade from.
     static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
         try db.transaction(.immediate) {
             try db.run("DELETE FROM devices WHERE dev_id = ?", [.text(id)])

@@ -76,9 +76,13 @@ final class CacheWriter: Sendable {
     /// The SQLite file, to name it when it fails.
     let databasePath: String?
 
+    /// The journal's used bytes, read by the metrics without the ingest lock.
+    let journalUsage: AtomicCounter?
+
     init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
          sharesFile: Bool = false, storage: StorageMonitor = StorageMonitor(), maxProperties: Int = .max,
          trustsForeignTransfers: Bool = false) {
+        journalUsage = journal?.usedBytes
         self.storage = storage
         databasePath = store?.database.path
         self.maxProperties = maxProperties

@@ -4,9 +4,12 @@ import Synchronization
 /// Loaded from SQLite before the broker connects; changed only by `CacheWriter`, after the change is on disk.
 public final class DeviceCache: Sendable {
     private let devices: Mutex<[String: DeviceSnapshot]>
+    /// Devices by status, kept as they change so that the metrics never take the lock above.
+    let statusTally = StatusTally()
 
     init(_ devices: [String: DeviceSnapshot] = [:]) {
         self.devices = Mutex(devices)
+        for device in devices.values { statusTally.moved(from: .none, to: device.online) }
     }
 
     public func device(_ id: String) -> DeviceSnapshot? {
@@ -61,11 +64,16 @@ public final class DeviceCache: Sendable {
                    _ body: (inout DeviceSnapshot, _ isNew: Bool) throws -> R) throws -> R? {
         try devices.withLock { devices -> R? in
             if let index = devices.index(forKey: id) {
-                return try body(&devices.values[index], false)
+                let before = devices.values[index].online
+                let result = try body(&devices.values[index], false)
+                let after = devices.values[index].online
+                if after != before { statusTally.moved(from: .some(before), to: after) }
+                return result
             }
             guard var created = create() else { return nil }
             let result = try body(&created, true)
             devices[id] = created
+            statusTally.moved(from: .none, to: created.online)
             return result
         }
     }
@@ -77,11 +85,18 @@ public final class DeviceCache: Sendable {
 
     /// Forgets a device; false when it was not known.
     func remove(_ id: String) -> Bool {
-        devices.withLock { $0.removeValue(forKey: id) != nil }
+        devices.withLock { devices in
+            guard let removed = devices.removeValue(forKey: id) else { return false }
+            statusTally.moved(from: .some(removed.online), to: .none)
+            return true
+        }
     }
 
     func store(_ snapshot: DeviceSnapshot) {
-        devices.withLock { $0[snapshot.id] = snapshot }
+        devices.withLock { devices in
+            let before = devices.updateValue(snapshot, forKey: snapshot.id)
+            statusTally.moved(from: before.map(\.online), to: .some(snapshot.online))
+        }
     }
 
 }

@@ -31,7 +31,9 @@ final class Journal {
     /// Bumped each time the journal is emptied, so a stale file is never replayed against a newer cache.
     private(set) var generation: UInt64
     /// Where the next record goes (bytes from the start of the file).
-    private(set) var end: Int64
+    private(set) var end: Int64 { didSet { usedBytes.store(Int(end)) } }
+    /// `end`, readable without the writer's lock (the `thing_agent_journal_bytes` metric).
+    let usedBytes = AtomicCounter()
 
     /// The size the file is reserved at, and shrinks back to when emptied.
     let initialCapacity: Int
@@ -71,6 +73,7 @@ final class Journal {
         if !existing { writeHeader() }
         // The append position is after the last intact record of this generation.
         if let last = scan(from: end).last { end = last.end }
+        usedBytes.store(Int(end))
     }
 
     deinit {

@@ -119,6 +119,37 @@ public final class LocalStore: Sendable {
         try database.withLock { database throws -> T in try body(database) }
     }
 
+    // MARK: offline alerts (the daemon's, through OfflineAlertStore: this connection is the one reopened when the
+    // cache file is put back, so no other connection may hold the old file)
+
+    func offlineAlerts() throws -> [(id: String, offlineSince: Millis, warned: Bool)] {
+        try withDatabase { db in
+            try db.query("SELECT dev_id, offline_since, warned FROM offline_alerts").compactMap { row in
+                guard let id = row.string("dev_id"), let since = row.int("offline_since") else { return nil }
+                return (id, since, (row.int("warned") ?? 0) != 0)
+            }
+        }
+    }
+
+    /// Upserts the given alerts (nil deletes the row) in one transaction.
+    func saveOfflineAlerts(_ changes: [(id: String, alert: (offlineSince: Millis, warned: Bool)?)]) throws {
+        try withDatabase { db in
+            try db.transaction {
+                for (id, alert) in changes {
+                    if let alert {
+                        try db.run("""
+                            INSERT INTO offline_alerts (dev_id, offline_since, warned) VALUES (?, ?, ?)
+                            ON CONFLICT(dev_id) DO UPDATE SET offline_since = excluded.offline_since,
+                                warned = excluded.warned
+                            """, [.text(id), .integer(alert.offlineSince), .integer(alert.warned ? 1 : 0)])
+                    } else {
+                        try db.run("DELETE FROM offline_alerts WHERE dev_id = ?", [.text(id)])
+                    }
+                }
+            }
+        }
+    }
+
     // MARK: metadata
 
     /// The device's local metadata; defaults (no local name, offline warning on) when never edited.

@@ -14,6 +14,8 @@ public enum DeviceEvent: Sendable, Equatable {
     case transferStatusChanged(deviceId: String, info: TransferInfo)
     /// The device went offline and stayed offline longer than the grace period.
     case offlineWarning(deviceId: String, offlineSince: Millis)
+    /// A device that had an offline warning is online again, after `away` milliseconds (agent time).
+    case backOnline(deviceId: String, offlineSince: Millis, away: Millis)
     /// A firmware upgrade started, moved on or ended (`OTAManager`'s `statusDidUpdate`).
     case upgradeChanged(deviceId: String, upgrade: OTAUpgrade)
 
@@ -21,7 +23,7 @@ public enum DeviceEvent: Sendable, Equatable {
         switch self {
         case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
              .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _),
-             .upgradeChanged(let id, _):
+             .backOnline(let id, _, _), .upgradeChanged(let id, _):
             id
         }
     }
@@ -34,6 +36,7 @@ public enum DeviceEvent: Sendable, Equatable {
         case .infoChanged: .info
         case .transferStatusChanged: .transfer
         case .offlineWarning: .offlineWarning
+        case .backOnline: .backOnline
         case .upgradeChanged: .ota
         }
     }
@@ -50,8 +53,13 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let info = DeviceEventKinds(rawValue: 1 << 3)
     public static let transfer = DeviceEventKinds(rawValue: 1 << 4)
     public static let offlineWarning = DeviceEventKinds(rawValue: 1 << 5)
-    public static let ota = DeviceEventKinds(rawValue: 1 << 6)
-    public static let all: DeviceEventKinds = [.properties, .status, .signal, .info, .transfer, .offlineWarning, .ota]
+    /// The return of a device that had an offline warning.
+    public static let backOnline = DeviceEventKinds(rawValue: 1 << 6)
+    /// Firmware-upgrade changes.
+    public static let ota = DeviceEventKinds(rawValue: 1 << 7)
+    public static let all: DeviceEventKinds = [
+        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota,
+    ]
 }
 
 extension AppliedChanges {

@@ -63,7 +63,9 @@ struct APIError: Error {
 
 extension Agent {
     /// The methods the API answers.
-    public static let apiMethods = ["info", "devices", "set", "edit", "group", "network", "remove", "detail", "firmware", "ota"]
+    public static let apiMethods = [
+        "info", "devices", "set", "edit", "group", "network", "remove", "detail", "health", "firmware", "ota",
+    ]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
     /// devices or the broker, so they run beside the loop (a slow device never holds up an `info`).
@@ -146,6 +148,8 @@ extension Agent {
         }
         let now = Timestamp.now()
         switch method {
+        case "health":
+            return (.object(health().json), [:])
         case "info":
             let (id, snapshot) = try known()
             return (.object(snapshot.json(now: now, metadata: try? local?.metadata(id))), [:])

@@ -5,8 +5,9 @@ import Synchronization
 /// Publishes what listeners see as JSON on `<eventsTopic>/<D>/<kind>` (README: "Events over MQTT").
 ///
 /// An ordinary EventHub listener: its own bounded queue (`eventQueueLimit`), so a slow broker never slows the
-/// receive path; when the queue is full events are dropped and counted (`agent.events.dropped`). QoS 0: the feed
-/// is live news, the cache and the API hold the truth, and QoS 0 never waits for an acknowledgement.
+/// receive path; when the queue is full events are dropped and counted (`agent.events.dropped`). QoS `eventsQoS`,
+/// 1 by default: one event at a time, each acknowledged by the broker before the next (so they stay in order);
+/// QoS 0 never waits for an acknowledgement, for feeds that are only live news.
 enum EventPublisher {
     /// The topic level naming each kind of event.
     static func kindName(_ event: DeviceEvent) -> String {
@@ -17,6 +18,7 @@ enum EventPublisher {
         case .infoChanged: "info"
         case .transferStatusChanged: "transfer"
         case .offlineWarning: "offline"
+        case .backOnline: "online"
         case .upgradeChanged: "ota"
         }
     }
@@ -54,6 +56,9 @@ enum EventPublisher {
             object["data"] = .object(info.json)
         case .offlineWarning(_, let since):
             object["offlineSince"] = .integer(since)
+        case .backOnline(_, let since, let away):
+            object["offlineSince"] = .integer(since)
+            object["awayMs"] = .integer(away)
         case .upgradeChanged(_, let upgrade):
             object["data"] = .object(upgrade.json)
         }
@@ -61,7 +66,8 @@ enum EventPublisher {
     }
 
     /// Publishes every event of `stream` until it ends (the agent stops) or the task is cancelled.
-    static func run(_ stream: DeviceEventStream, client: MQTTClient, prefix: String, counters: IntegrationCounters) async {
+    static func run(_ stream: DeviceEventStream, client: MQTTClient, prefix: String, qos: QoS = .atLeastOnce,
+                    counters: IntegrationCounters) async {
         for await event in stream {
             // A stop does not wait for the backlog: under a steady stream the queue never runs dry while the receive
             // path still runs, which only ends after this does (found by the SIGTERM-under-load fault test).
@@ -69,7 +75,7 @@ enum EventPublisher {
             let topic = "\(prefix)/\(event.deviceId)/\(kindName(event))"
             let bytes = JSONValue.object(payload(event, now: Timestamp.now())).serializedBytes()
             do {
-                try await client.publish(topic, payload: bytes, qos: .atMostOnce)
+                try await client.publish(topic, payload: bytes, qos: qos)
                 counters.eventsPublished.add(1, ordering: .relaxed)
             } catch {
                 // Not connected: the feed is live news, nothing is queued for later.

@@ -20,7 +20,7 @@ public enum RequestError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .deviceOffline(let id):
-            "device \(id) is offline; nothing was sent (use --force to send anyway)"
+            "device \(id) is offline; nothing was sent (force: true sends it anyway)"
         case .unsupported(let id, let reason):
             "device \(id): \(reason)"
         case .notSent(let reason):

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPEndpoint
 import JSON
 import MQTT
 import Synchronization
@@ -40,6 +41,10 @@ public final class Agent: Sendable {
     let otaWatch: OTAWatch
     let flusher: CacheFlusher
     let client: MQTTClient
+    /// Connects, losses and reconnects, logged and counted.
+    let connectionLog: ConnectionLog
+    /// Requests sent to devices, by kind and outcome, and their durations (the metrics).
+    let requestMetrics = RequestMetrics()
     /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
     public let local: LocalStore?
     /// The API's request queue; nil unless the daemon serves the API.
@@ -112,7 +117,10 @@ public final class Agent: Sendable {
         let local = local
         let integration = IntegrationCounters()
         self.integration = integration
-        offlineWatch = OfflineWatch(grace: configuration.offlineGracePeriod, hub: events) { device in
+        // Only the daemon warns, and it keeps its warnings in the file so that a restart neither loses nor repeats one.
+        let alerts = role == .service ? local.map(OfflineAlertStore.init) : nil
+        offlineWatch = OfflineWatch(grace: configuration.offlineGracePeriod, hub: events, store: alerts,
+                                    logger: logger) { device in
             local?.offlineWarningEnabled(device) ?? true
         }
         transferWatch = TransferWatch(stallTimeout: configuration.transferStallTimeout, writer: writer,
@@ -157,23 +165,18 @@ public final class Agent: Sendable {
         try writer.compactJournal(threshold: 0)
         if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
         if role == .service {
+            // After the replay, so that the cache (and the watch) know every status the killed run had taken in.
+            offlineWatch.restore(offline: cache.filter { $0.online == false }.map { ($0.id, $0.updatedAt) })
             transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
         }
+        let mqtt = Self.mqttConfiguration(configuration, role: role)
+        let connectionLog = ConnectionLog(broker: configuration.broker, clientID: mqtt.clientID, logger: logger,
+                                          quiet: role != .service)
+        self.connectionLog = connectionLog
         client = try MQTTClient(
-            configuration: Self.mqttConfiguration(configuration, role: role), streamMessages: false,
+            configuration: mqtt, streamMessages: false,
             onMessage: { message in ingestor.handle(message) },
-            onStateChange: { state, error in
-                switch state {
-                case .reconnecting(let reason):
-                    logger.warning("connection lost; reconnecting", metadata: ["reason": reason])
-                case .connected:
-                    logger.debug("connected", metadata: ["broker": configuration.broker])
-                case .stopped:
-                    if let error { logger.error("stopped: \(error)") }
-                default:
-                    break
-                }
-            })
+            onStateChange: { state, error in connectionLog.changed(state, error) })
         // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
         ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
     }
@@ -210,8 +213,8 @@ public final class Agent: Sendable {
         }
         try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []))
         if role == .service {
-            try await client.publish(configuration.announceTopic, payload: Self.announcement(online: true),
-                                     qos: .atLeastOnce, retain: true)
+            // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
+            // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
             logger.info("connected and subscribed", metadata: [
                 "broker": configuration.broker, "devices": "\(cache.count)", "root": topics.root])
         }
@@ -234,6 +237,14 @@ public final class Agent: Sendable {
             if Task.isCancelled { return }
             throw error
         }
+        let metrics: HTTPServer?
+        do {
+            metrics = try startMetricsServer()
+        } catch {
+            await stop()
+            throw error
+        }
+        defer { metrics?.stop() }
         onStarted?()
         // The timers, the event feed and the API, until cancelled.
         await withDiscardingTaskGroup { group in
@@ -241,6 +252,7 @@ public final class Agent: Sendable {
             if let events {
                 group.addTask {
                     await EventPublisher.run(events, client: self.client, prefix: self.configuration.eventsTopic,
+                                             qos: QoS(rawValue: self.configuration.eventsQoS) ?? .atLeastOnce,
                                              counters: self.integration)
                 }
             }
@@ -298,7 +310,9 @@ public final class Agent: Sendable {
             do {
                 return try await start()
             } catch let error as MQTTError where role == .service && Self.isTransient(error) {
-                logger.warning("broker not reachable; retrying in \(String(format: "%.1f", delay.seconds)) s",
+                let what = error.kind == .connectionRefused || error.kind == .timeout
+                    ? "broker not reachable" : "connection lost while starting"
+                logger.warning("\(what); retrying in \(String(format: "%.1f", delay.seconds)) s",
                                metadata: ["broker": configuration.broker, "error": "\(error)"])
                 try await Task.sleep(for: delay)
                 delay = min(max(configuration.reconnectMaxDelay, floor), delay * 2)
@@ -306,8 +320,10 @@ public final class Agent: Sendable {
         }
     }
 
+    /// Worth another try: the broker is not there yet, or the connection was lost while subscribing (under load,
+    /// or another client with the same id took it) and the client is already reconnecting.
     private static func isTransient(_ error: MQTTError) -> Bool {
-        error.kind == .connectionRefused || error.kind == .timeout
+        [.connectionRefused, .timeout, .notConnected, .clientIDInUse].contains(error.kind)
     }
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
@@ -326,6 +342,7 @@ public final class Agent: Sendable {
             }
         }
         await client.disconnect()
+        if role == .service { offlineWatch.save() }
         flusher.stop()
         if role == .service {
             // The WAL goes into the main file, so that the file alone (a copy, a backup) holds everything.
@@ -365,8 +382,10 @@ public final class Agent: Sendable {
                      timeout: Duration? = nil, force: Bool = false) async -> RequestOutcome {
         let started = ContinuousClock.now
         func ended(_ msgId: String?, _ result: Result<Response, RequestError>) -> RequestOutcome {
-            RequestOutcome(deviceId: deviceId, kind: kind, msgId: msgId, result: result,
-                           elapsed: ContinuousClock.now - started)
+            let outcome = RequestOutcome(deviceId: deviceId, kind: kind, msgId: msgId, result: result,
+                                         elapsed: ContinuousClock.now - started)
+            requestMetrics.record(outcome)
+            return outcome
         }
         let msgId: String
         do throws(RequestError) {
@@ -439,6 +458,11 @@ public final class Agent: Sendable {
         if role == .service {
             mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
                                  qos: .atLeastOnce, retain: true)
+            // After every connect and reconnect, before anything else: the will (or a broker restart without
+            // persistence) left the retained status offline or empty while the agent works again.
+            mqtt.birth = MQTTBirth(topic: config.announceTopic, qos: .atLeastOnce, retain: true) {
+                announcement(online: true)
+            }
         }
         return mqtt
     }

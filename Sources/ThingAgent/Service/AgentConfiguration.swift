@@ -50,6 +50,11 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var eventsTopic = "thing-agent/events"
     /// Events waiting to be published; beyond it they are dropped and counted.
     public var eventQueueLimit = 4096
+    /// The QoS of the event feed (0, 1 or 2). 1 by default: an offline warning is worth an acknowledgement.
+    public var eventsQoS = 1
+    /// `HOST:PORT` to serve Prometheus metrics (`GET /metrics`) and the health check (`GET /health`) on; nil
+    /// (the default) serves nothing.
+    public var metricsAddress: String?
     /// Answer the request/response API on `thing-agent/api/<clientId>/request/<method>` (the daemon only).
     public var serveAPI = true
     /// API answers go only to topics under this prefix (`replyTo`, the MQTT 5 response topic); the first level
@@ -174,6 +179,20 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("eventQueueLimit", "THING_AGENT_EVENT_QUEUE", { c, v in
             guard let n = v.int64Value, n > 0 else { return false }
             c.eventQueueLimit = Int(n)
+            return true
+        }),
+        ("eventsQoS", "THING_AGENT_EVENTS_QOS", { c, v in
+            guard let n = v.int64Value, (0...2).contains(n) else { return false }
+            c.eventsQoS = Int(n)
+            return true
+        }),
+        ("metricsAddress", "THING_AGENT_METRICS", { c, v in
+            if v.isNull {
+                c.metricsAddress = nil
+                return true
+            }
+            guard let s = v.stringValue, s.isEmpty || MetricsAddress(s) != nil else { return false }
+            c.metricsAddress = s.isEmpty ? nil : s
             return true
         }),
         ("serveAPI", "THING_AGENT_SERVE_API", { c, v in setBool(&c.serveAPI, v) }),

@@ -10,7 +10,8 @@ public enum DropReason: String, Sendable, CaseIterable {
     case oversized
     /// Not valid JSON, not an object, or of the wrong shape.
     case malformed
-    /// An answer with no request waiting for it (unknown `msgId`, or late after a timeout).
+    /// An answer to one of this agent's requests that came after the request ended (timed out or cancelled).
+    /// Answers to other clients' requests are not drops: they count as `forOtherClients`.
     case unmatchedResponse
     /// Could not be applied to the cache. A message the journal cannot take (a full disk) is not dropped: it is
     /// left with the broker, and counted when it is taken later.
@@ -34,9 +35,9 @@ public enum GuardReason: String, Sendable, CaseIterable {
     case apiRateLimited
 }
 
-/// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, a drop reason.
-/// `received` is counted on arrival and the outcome after it, so while messages flow a snapshot may be a message
-/// or so apart; in a quiet moment `received == applied + unchanged + droppedTotal`.
+/// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, for other
+/// clients, a drop reason. `received` is counted on arrival and the outcome after it, so while messages flow a
+/// snapshot may be a message or so apart; in a quiet moment `received == outcomes`.
 public struct IngestStatistics: Sendable, Equatable {
     public var received = 0
     /// Changed the cache.
@@ -44,10 +45,15 @@ public struct IngestStatistics: Sendable, Equatable {
     /// Stale or repeated: nothing to change. Answers to requests count here too.
     public var unchanged = 0
     public var dropped: [DropReason: Int] = [:]
+    /// Answers addressed to another client (a CLI command's, another agent's): every client hears every answer,
+    /// and these are normal traffic, not drops.
+    public var forOtherClients = 0
     /// Corrections and refusals beside the outcome (`GuardReason`).
     public var guarded: [GuardReason: Int] = [:]
 
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
+    /// Messages that ended in an outcome: `received` once the last one is counted.
+    public var outcomes: Int { applied + unchanged + forOtherClients + droppedTotal }
 }
 
 /// The live counters behind `IngestStatistics`: lock-free, since the receive path bumps two per message.
@@ -55,25 +61,29 @@ final class IngestCounters: Sendable {
     private let received = Atomic<Int>(0)
     private let applied = Atomic<Int>(0)
     private let unchanged = Atomic<Int>(0)
-    private let drops = Mutex<[DropReason: Int]>([:])
-    private let guards = Mutex<[GuardReason: Int]>([:])
+    private let forOtherClients = Atomic<Int>(0)
+    /// One counter per reason, made up front: the table never changes, so neither the receive path nor a metrics
+    /// scrape takes a lock for it.
+    private let drops = Dictionary(uniqueKeysWithValues: DropReason.allCases.map { ($0, AtomicCounter()) })
+    private let guards = Dictionary(uniqueKeysWithValues: GuardReason.allCases.map { ($0, AtomicCounter()) })
 
     func countReceived() { received.add(1, ordering: .relaxed) }
     func countApplied() { applied.add(1, ordering: .relaxed) }
     func countUnchanged() { unchanged.add(1, ordering: .relaxed) }
+    func countForOtherClients() { forOtherClients.add(1, ordering: .relaxed) }
     /// Takes back `countReceived` for a message the receive path could not keep and left with the broker.
     func countNotTaken() { received.subtract(1, ordering: .relaxed) }
-    /// Drops are rare; a lock is fine there.
-    func countDrop(_ reason: DropReason) { drops.withLock { $0[reason, default: 0] += 1 } }
-    func countGuard(_ reason: GuardReason) { guards.withLock { $0[reason, default: 0] += 1 } }
+    func countDrop(_ reason: DropReason) { drops[reason]?.add() }
+    func countGuard(_ reason: GuardReason) { guards[reason]?.add() }
 
     var snapshot: IngestStatistics {
         var stats = IngestStatistics()
         stats.received = received.load(ordering: .relaxed)
         stats.applied = applied.load(ordering: .relaxed)
         stats.unchanged = unchanged.load(ordering: .relaxed)
-        stats.dropped = drops.withLock { $0 }
-        stats.guarded = guards.withLock { $0 }
+        stats.forOtherClients = forOtherClients.load(ordering: .relaxed)
+        for (reason, counter) in drops where counter.value > 0 { stats.dropped[reason] = counter.value }
+        for (reason, counter) in guards where counter.value > 0 { stats.guarded[reason] = counter.value }
         return stats
     }
 
@@ -81,17 +91,19 @@ final class IngestCounters: Sendable {
         received.store(0, ordering: .relaxed)
         applied.store(0, ordering: .relaxed)
         unchanged.store(0, ordering: .relaxed)
-        drops.withLock { $0 = [:] }
-        guards.withLock { $0 = [:] }
+        forOtherClients.store(0, ordering: .relaxed)
+        for counter in drops.values { counter.store(0) }
+        for counter in guards.values { counter.store(0) }
     }
 }
 
 extension IngestStatistics {
     /// The counters as the daemon writes them into the cache's `meta` table (README, "The cache file"):
-    /// `ingest.received`, `ingest.applied`, `ingest.unchanged` and `ingest.dropped.<reason>` for every reason.
+    /// `ingest.received`, `ingest.applied`, `ingest.unchanged`, `ingest.forOtherClients` and
+    /// `ingest.dropped.<reason>` for every reason.
     var metaRows: [String: Int64] {
         var rows = ["ingest.received": Int64(received), "ingest.applied": Int64(applied),
-                    "ingest.unchanged": Int64(unchanged)]
+                    "ingest.unchanged": Int64(unchanged), "ingest.forOtherClients": Int64(forOtherClients)]
         for reason in DropReason.allCases { rows["ingest.dropped.\(reason.rawValue)"] = Int64(dropped[reason] ?? 0) }
         for reason in GuardReason.allCases { rows["ingest.guarded.\(reason.rawValue)"] = Int64(guarded[reason] ?? 0) }
         return rows
@@ -106,6 +118,7 @@ extension IngestStatistics {
         self.received = Int(received)
         applied = Int(rows["ingest.applied"] ?? 0)
         unchanged = Int(rows["ingest.unchanged"] ?? 0)
+        forOtherClients = Int(rows["ingest.forOtherClients"] ?? 0)
         for reason in DropReason.allCases {
             if let count = rows["ingest.dropped.\(reason.rawValue)"], count > 0 { dropped[reason] = Int(count) }
         }

@@ -150,8 +150,9 @@ final class Ingestor: Sendable {
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,
                                 topic: String, now: Millis, raw: (topic: String, payload: [UInt8])?) -> Bool {
         // A successful info/get answer is an info report, whoever asked for it, and counts as one (applied or
-        // unchanged). Any other answer counts as unchanged when a request waited for it, as dropped when none did:
-        // every message ends in exactly one outcome.
+        // unchanged). Any other answer counts as unchanged when a request waited for it, as for other clients when
+        // it is not one of ours, as dropped when it came late for one of ours: every message ends in exactly one
+        // outcome.
         let info = request == .getInfo && response.code == 0 ? response.data?.objectValue : nil
         if let info, !apply(.info(info, time: response.time), to: device, topic: topic, now: now, raw: raw) {
             return false
@@ -170,7 +171,7 @@ final class Ingestor: Sendable {
                 "topic": topic, "msgId": response.msgId, "code": "\(response.code)"])
         case .unknown:
             // Usually an answer to another client (the CLI, another agent): all of them hear every answer.
-            if info == nil { counters.countDrop(.unmatchedResponse) }
+            if info == nil { counters.countForOtherClients() }
             if limiter.shouldLog(topic, now: now) {
                 logger.debug("ignored an answer that no request waits for", metadata: [
                     "topic": topic, "msgId": response.msgId])

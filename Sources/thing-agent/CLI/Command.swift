@@ -92,6 +92,12 @@ extension Command {
 }
 
 extension RequestError {
+    /// The description with what the command line can do about it (the library's names its own parameter).
+    var commandLineDescription: String {
+        if case .deviceOffline(let id) = self { return "device \(id) is offline; nothing was sent (use --force to send anyway)" }
+        return description
+    }
+
     var exitCode: ExitCode {
         switch self {
         case .deviceOffline: .offline

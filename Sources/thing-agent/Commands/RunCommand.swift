@@ -9,20 +9,33 @@ enum RunCommand: Command {
         name: "run",
         summary: "run the agent: subscribe to the devices, keep the cache, serve requests",
         usage: "thing-agent run [options]",
-        options: CommonOptions.options,
+        options: CommonOptions.options + [
+            OptionSpec(name: "metrics", valueName: "HOST:PORT",
+                       help: "serve Prometheus metrics (GET /metrics) and health (GET /health) here "
+                           + "(also metricsAddress, THING_AGENT_METRICS; off by default)"),
+        ],
         discussion: """
             Connects to the broker with a persistent session, announces itself (retained) on
-            thing-agent/agents/<client-id>/status, and runs until SIGTERM or SIGINT, then stops taking
-            messages, finishes the write in progress, closes the cache and exits 0.
+            thing-agent/agents/<client-id>/status after every connect and reconnect, and runs until SIGTERM
+            or SIGINT, then stops taking messages, finishes the write in progress, closes the cache and exits 0.
             SIGHUP re-reads the configuration and applies the log level, thing models, scenes, detail
             layout and firmware catalog (a broken file keeps the previous one); other settings wait for a
             restart.
             One daemon per cache file: a second one on the same --db exits 1 at once, naming the holder.
             Under systemd (Type=notify) it reports READY=1, STATUS=, STOPPING=1 and feeds the watchdog.
+            With --metrics HOST:PORT it serves Prometheus metrics at /metrics and a health check at /health
+            (200 while connected to the broker and writing to SQLite, 503 otherwise).
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
-        let configuration = try CommonOptions.configuration(arguments)
+        var configuration = try CommonOptions.configuration(arguments)
+        if let metrics = arguments.value("metrics") {
+            do {
+                try configuration.apply(key: "metricsAddress", text: metrics, source: "--metrics")
+            } catch {
+                throw CommandFailure(code: .usage, message: "\(error.message) (expected HOST:PORT, e.g. 127.0.0.1:9464)")
+            }
+        }
         let logger = CommonOptions.logger(configuration)
         // Signals are caught from the start: one that comes while the cache loads (or the journal replays) stops
         // the daemon gracefully as soon as it is up, instead of killing it.

@@ -115,7 +115,7 @@ enum SceneCommand: Command {
             + " (\(report.elapsed.wholeMilliseconds) ms)")
         let rows = report.actions.map { entry -> [String] in
             let outcome = entry.outcome
-            let detail = outcome.succeeded ? Format.assignments(entry.action.properties) : (outcome.error?.description ?? "")
+            let detail = outcome.succeeded ? Format.assignments(entry.action.properties) : (outcome.error?.commandLineDescription ?? "")
             return [outcome.deviceId, outcome.outcome, outcome.msgId ?? "-", "\(outcome.elapsed.wholeMilliseconds) ms", detail]
         }
         Console.out(Format.table(["DEVICE", "OUTCOME", "MSGID", "TIME", "DETAIL"], rows)

@@ -81,7 +81,7 @@ enum SetCommand: Command {
             Console.out("\(outcome.deviceId): applied \(Format.assignments(values)) "
                 + "(msgId \(outcome.msgId ?? "?"), \(outcome.elapsed.wholeMilliseconds) ms)")
         } else if let error = outcome.error {
-            Console.error(error.description)
+            Console.error(error.commandLineDescription)
         }
         return outcome.error?.exitCode ?? .success
     }

@@ -5,7 +5,7 @@ import ThingAgent
 enum StatsCommand: Command {
     static let spec = CommandSpec(
         name: "stats",
-        summary: "show the daemon's receive-path counters: received, applied, unchanged, dropped by reason",
+        summary: "show the daemon's receive-path counters: received, applied, unchanged, for other clients, dropped",
         usage: "thing-agent stats [--json] [options]",
         options: [
             OptionSpec(name: "json", valueName: nil, help: "print a JSON object"),
@@ -13,9 +13,10 @@ enum StatsCommand: Command {
         discussion: """
             Reads the counters the daemon keeps in the cache file's meta table: written with each batch it
             writes, every second while only counters move, and at a graceful stop. They count from the
-            daemon's last start; every message received ends as applied, unchanged or dropped, so
-            received = applied + unchanged + dropped. Below them, when any: times corrected for clock skew
-            (clockSkew), property codes over the limit (propertyLimit), transfers that moved nothing
+            daemon's last start; every message received ends as applied, unchanged, for other clients (answers
+            to another client's request, which every client hears) or dropped, so
+            received = applied + unchanged + forOtherClients + dropped. Below them, when any: times corrected for
+            clock skew (clockSkew), property codes over the limit (propertyLimit), transfers that moved nothing
             (untrustedTransfer), API requests refused for their reply topic or rate (apiReplyRefused,
             apiRateLimited).
             Then the storage status the daemon keeps in <database>.storage: ok, degraded (a file fails, messages
@@ -42,7 +43,8 @@ enum StatsCommand: Command {
             for reason in GuardReason.allCases { guarded[reason.rawValue] = .integer(Int64(stats.guarded[reason] ?? 0)) }
             Format.printJSON(.object(JSONObject([
                 ("received", .integer(Int64(stats.received))), ("applied", .integer(Int64(stats.applied))),
-                ("unchanged", .integer(Int64(stats.unchanged))), ("dropped", .object(dropped)),
+                ("unchanged", .integer(Int64(stats.unchanged))),
+                ("forOtherClients", .integer(Int64(stats.forOtherClients))), ("dropped", .object(dropped)),
                 ("droppedTotal", .integer(Int64(stats.droppedTotal))), ("since", .integer(stored.since)),
                 ("guarded", .object(guarded)),
                 ("storage", storage?.json ?? .null),
@@ -51,7 +53,7 @@ enum StatsCommand: Command {
         }
         let now = Timestamp.current
         var rows = [("received", stats.received), ("applied", stats.applied), ("unchanged", stats.unchanged),
-                    ("dropped", stats.droppedTotal)]
+                    ("for other clients", stats.forOtherClients), ("dropped", stats.droppedTotal)]
         for reason in DropReason.allCases {
             if let count = stats.dropped[reason] { rows.append(("  \(reason.rawValue)", count)) }
         }

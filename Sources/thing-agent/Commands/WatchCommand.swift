@@ -48,6 +48,7 @@ enum WatchCommand: Command {
         case .infoChanged(let id, let info): "\(id) info \((info.name ?? "").terminalSafe())"
         case .transferStatusChanged(let id, let info): "\(id) transfer \(info.status)"
         case .offlineWarning(let id, _): "\(id) offline warning"
+        case .backOnline(let id, _, let away): "\(id) back online after \(away / 1000) s"
         case .upgradeChanged(let id, let upgrade):
             "\(id) firmware \(upgrade.image.version) \(upgrade.stage.rawValue) \(upgrade.progress)%"
         }

@@ -1,0 +1,10 @@
+#ifndef THING_AGENT_CMICROHTTPD_SHIM_H
+#define THING_AGENT_CMICROHTTPD_SHIM_H
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+#endif

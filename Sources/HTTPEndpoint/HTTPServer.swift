@@ -1,0 +1,160 @@
+internal import CMicroHTTPD
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small read-only HTTP server over libmicrohttpd: GET on a few paths, each answered by a handler. One internal
+/// thread of libmicrohttpd's polls every connection (a slow client holds up nobody), at most `connectionLimit`
+/// connections, each closed after `connectionTimeout` seconds idle. Request bodies are not read.
+///
+/// A module of its own so that libmicrohttpd's C headers (which pull in the system's socket headers) are imported
+/// by this module alone, not by every file of the agent.
+public final class HTTPServer: Sendable {
+    public struct Response: Sendable {
+        public var status: Int
+        public var contentType: String
+        public var body: [UInt8]
+
+        public init(status: Int, contentType: String, body: [UInt8]) {
+            self.status = status
+            self.contentType = contentType
+            self.body = body
+        }
+    }
+
+    public typealias Handler = @Sendable () -> Response
+
+    static let connectionLimit: UInt32 = 32
+    static let connectionTimeout: UInt32 = 10
+
+    /// `host:port` as given (for messages).
+    public let address: String
+    private let routes: [String: Handler]
+    private let daemon: DaemonHandle
+
+    /// Binds `host` (an address or a name) and `port` and starts serving; throws with the reason when they cannot
+    /// be used. `address` is how to name them in messages.
+    public init(host: String, port: Int, address: String, routes: [String: Handler]) throws {
+        self.address = address
+        self.routes = routes
+        daemon = DaemonHandle()
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        guard var socketAddress = SocketAddress(host: host, port: port) else {
+            throw HTTPServerError(message: "cannot resolve the metrics address \(address)")
+        }
+        var flags = UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue)
+        if socketAddress.isIPv6 { flags |= UInt32(MHD_USE_IPv6.rawValue) }
+        let started = socketAddress.withPointer { pointer in
+            withVaList([
+                Self.option(.SOCK_ADDR), OpaquePointer(pointer),
+                Self.option(.CONNECTION_LIMIT), Self.connectionLimit,
+                Self.option(.CONNECTION_TIMEOUT), Self.connectionTimeout,
+                Self.option(.END),
+            ]) { options in
+                MHD_start_daemon_va(flags, UInt16(port), nil, nil, HTTPServer.handle, context, options)
+            }
+        }
+        guard let started else {
+            throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno)))")
+        }
+        daemon.pointer = started
+    }
+
+    /// MHD_RESPMEM_MUST_COPY (the third mode; Swift imports the closed enum without its C case names here).
+    private static let copyMemory = MHD_ResponseMemoryMode(rawValue: 2)!
+
+    /// An option name as the variadic list of MHD_start_daemon_va takes it (an int).
+    private static func option(_ option: MHD_OPTION) -> Int32 { Int32(truncatingIfNeeded: option.rawValue) }
+
+    /// Stops listening and waits for the server thread; idempotent.
+    public func stop() {
+        guard let pointer = daemon.take() else { return }
+        MHD_stop_daemon(pointer)
+    }
+
+    deinit { stop() }
+
+    private func response(method: String, path: String) -> Response {
+        guard let handler = routes[path] else {
+            return Response(status: 404, contentType: "text/plain; charset=utf-8",
+                            body: Array("not found; try \(routes.keys.sorted().joined(separator: " "))\n".utf8))
+        }
+        guard method == "GET" || method == "HEAD" else {
+            return Response(status: 405, contentType: "text/plain; charset=utf-8", body: Array("GET only\n".utf8))
+        }
+        return handler()
+    }
+
+    /// libmicrohttpd's access handler: called on its thread with the server as `cls`. Answers on the first call
+    /// for the request (a GET has no body to wait for).
+    private static let handle: MHD_AccessHandlerCallback = {
+        cls, connection, url, method, _, _, _, _ in
+        guard let cls, let connection else { return .NO }
+        let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+        let path = url.map { String(cString: $0) } ?? "/"
+        let verb = method.map { String(cString: $0) } ?? "GET"
+        let route = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? path
+        let answer = server.response(method: verb, path: route)
+        let response = answer.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+                                            HTTPServer.copyMemory)
+        }
+        guard let response else { return .NO }
+        defer { MHD_destroy_response(response) }
+        _ = MHD_add_response_header(response, "Content-Type", answer.contentType)
+        _ = MHD_add_response_header(response, "Cache-Control", "no-store")
+        return MHD_queue_response(connection, UInt32(answer.status), response)
+    }
+}
+
+public struct HTTPServerError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+
+    public init(message: String) {
+        self.message = message
+    }
+}
+
+/// The running daemon's pointer; set once at start, taken once at stop.
+private final class DaemonHandle: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: OpaquePointer?
+
+    var pointer: OpaquePointer? {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+
+    func take() -> OpaquePointer? {
+        lock.withLock {
+            defer { stored = nil }
+            return stored
+        }
+    }
+}
+
+/// A resolved IPv4 or IPv6 socket address for libmicrohttpd's MHD_OPTION_SOCK_ADDR.
+private struct SocketAddress {
+    private var storage = sockaddr_storage()
+    let isIPv6: Bool
+
+    init?(host: String, port: Int) {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV
+        var results: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &results) == 0, let first = results else { return nil }
+        defer { freeaddrinfo(results) }
+        isIPv6 = first.pointee.ai_family == AF_INET6
+        withUnsafeMutableBytes(of: &storage) { target in
+            target.copyMemory(from: UnsafeRawBufferPointer(start: first.pointee.ai_addr,
+                                                           count: Int(first.pointee.ai_addrlen)))
+        }
+    }
+
+    mutating func withPointer<R>(_ body: (UnsafeMutableRawPointer) -> R) -> R {
+        withUnsafeMutableBytes(of: &storage) { body($0.baseAddress!) }
+    }
+}

@@ -1,0 +1,56 @@
+import Synchronization
+
+/// A Prometheus histogram that records without locks: one atomic per bucket, the sum in nanoseconds. A scrape reads
+/// the atomics one by one, so a snapshot taken while values arrive may be a value apart between buckets (Prometheus
+/// tolerates that; the counts only grow).
+final class Histogram: Sendable {
+    /// Upper bounds in seconds, ascending; `+Inf` is implied.
+    let bounds: [Double]
+    private let buckets: [AtomicCounter]
+    private let count = Atomic<Int>(0)
+    private let sumNanoseconds = Atomic<Int>(0)
+
+    init(bounds: [Double]) {
+        self.bounds = bounds
+        buckets = bounds.map { _ in AtomicCounter() }
+    }
+
+    func record(_ duration: Duration) {
+        let seconds = duration.seconds
+        if let index = bounds.firstIndex(where: { seconds <= $0 }) { buckets[index].add() }
+        let (whole, fraction) = duration.components
+        sumNanoseconds.add(Int(whole) * 1_000_000_000 + Int(fraction / 1_000_000_000), ordering: .relaxed)
+        count.add(1, ordering: .relaxed)
+    }
+
+    struct Snapshot: Sendable {
+        /// Cumulative counts per bound, as the text format wants them.
+        var cumulative: [(bound: Double, count: Int)]
+        var count: Int
+        var sum: Double
+    }
+
+    var snapshot: Snapshot {
+        var running = 0
+        var cumulative: [(bound: Double, count: Int)] = []
+        for (bound, bucket) in zip(bounds, buckets) {
+            running += bucket.value
+            cumulative.append((bound, running))
+        }
+        // Read after the buckets, so that the +Inf count is never below the last bucket's.
+        let total = max(count.load(ordering: .relaxed), running)
+        return Snapshot(cumulative: cumulative, count: total,
+                        sum: Double(sumNanoseconds.load(ordering: .relaxed)) / 1e9)
+    }
+
+    static let requestBounds = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+    static let flushBounds = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+}
+
+/// One lock-free counter, as a class so that several can sit in an array.
+final class AtomicCounter: Sendable {
+    private let storage = Atomic<Int>(0)
+    func add(_ n: Int = 1) { storage.add(n, ordering: .relaxed) }
+    func store(_ n: Int) { storage.store(n, ordering: .relaxed) }
+    var value: Int { storage.load(ordering: .relaxed) }
+}

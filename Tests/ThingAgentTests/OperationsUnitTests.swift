@@ -1,0 +1,108 @@
+import Foundation
+import MQTT
+import Testing
+import TestSupport
+@testable import ThingAgent
+
+@Suite("Metrics settings, text format and health conditions")
+struct OperationsUnitTests {
+    @Test("the shipped configs serve metrics on loopback and publish events at QoS 1",
+          arguments: ["Config/agent.json", "deploy/agent.json"])
+    func shippedConfig(file: String) throws {
+        var configuration = AgentConfiguration()
+        #expect(configuration.metricsAddress == nil, "off by default")
+        try configuration.apply(file: repositoryRoot + "/" + file)
+        let address = try #require(configuration.metricsAddress.flatMap(MetricsAddress.init))
+        #expect(address.host == "127.0.0.1")
+        #expect(configuration.eventsQoS == 1)
+    }
+
+    @Test("metrics addresses: HOST:PORT, [IPv6]:PORT; anything else is refused")
+    func addresses() throws {
+        #expect(MetricsAddress("127.0.0.1:9464") == MetricsAddress("127.0.0.1:9464"))
+        #expect(MetricsAddress("[::1]:9464")?.host == "::1")
+        #expect(MetricsAddress("localhost:1")?.port == 1)
+        for bad in ["9464", ":9464", "host:", "host:0", "host:65536", "::1:9464", "a b:1", "host:+1"] {
+            #expect(MetricsAddress(bad) == nil, "\(bad)")
+        }
+        var configuration = AgentConfiguration()
+        #expect(throws: AgentConfiguration.Error.self) {
+            try configuration.apply(key: "metricsAddress", text: "nope", source: "--metrics")
+        }
+        #expect(throws: AgentConfiguration.Error.self) {
+            try configuration.apply(environment: ["THING_AGENT_EVENTS_QOS": "3"])
+        }
+        try configuration.apply(environment: ["THING_AGENT_METRICS": "127.0.0.1:9100", "THING_AGENT_EVENTS_QOS": "0"])
+        #expect(configuration.metricsAddress == "127.0.0.1:9100")
+        #expect(configuration.eventsQoS == 0)
+    }
+
+    @Test("label values are escaped; histograms are cumulative with +Inf, sum and count")
+    func textFormat() {
+        var text = PrometheusText()
+        text.sample("m", [("l", "a\"b\\c\nd")], 1)
+        #expect(text.text == "m{l=\"a\\\"b\\\\c\\nd\"} 1\n")
+        let histogram = Histogram(bounds: [0.1, 1])
+        histogram.record(.milliseconds(50))
+        histogram.record(.milliseconds(500))
+        histogram.record(.seconds(5))
+        var out = PrometheusText()
+        out.histogram("h", "help", histogram.snapshot)
+        #expect(out.text.contains("h_bucket{le=\"0.1\"} 1\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 3\n"))
+        #expect(out.text.contains("h_sum 5.55\nh_count 3\n"))
+    }
+
+    @Test("health: unhealthy while the last write to SQLite failed, healthy again after one succeeds")
+    func flushCondition() async throws {
+        try await withBroker { broker in
+            try await CommandFixture.withAgent(broker) { agent in
+                try await waitUntil { agent.health().healthy }
+                agent.flusher.status.failed()
+                let report = agent.health()
+                #expect(!report.healthy)
+                #expect(report.checks.first { $0.name == "flush" }?.ok == false)
+                agent.flusher.status.succeeded(after: .milliseconds(1))
+                #expect(agent.health().healthy)
+            }
+        }
+    }
+
+    @Test("the cache's status tally follows devices as they come, change and go")
+    func statusTally() async throws {
+        try await withBroker { broker in
+            try await CommandFixture.withAgent(broker) { agent in
+                let message = StatisticsTests.message
+                agent.receive(message("things/t1/thing/properties", #"{"time":1764450000000,"data":{"a":1}}"#))
+                #expect(agent.cache.statusTally.counts == (0, 0, 1))
+                agent.receive(message("things/t1/thing/status", #"{"time":1764450000001,"status":"online"}"#))
+                agent.receive(message("things/t2/thing/status", #"{"time":1764450000001,"status":"offline"}"#))
+                #expect(agent.cache.statusTally.counts == (1, 1, 0))
+                agent.receive(message("things/t2/thing/unbind", #"{"time":1764450000002}"#))
+                #expect(agent.cache.statusTally.counts == (1, 0, 0))
+            }
+        }
+    }
+}
+
+@Suite("The cache lock names its holder on a machine with many locks")
+struct CacheLockHolderTests {
+    @Test("the holder's pid is found past the first 4 KiB of /proc/locks")
+    func holderFoundAmongManyLocks() throws {
+        let directory = try makeTemporaryDirectory("many-locks")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = directory + "/cache.sqlite"
+        let first = try CacheLock(cache: cache)
+        // More locks after it: /proc/locks lists the newest first, so the holder's line is then past the first
+        // 4 KiB, all that one read of a /proc file gives.
+        var descriptors: [Int32] = []
+        defer { descriptors.forEach { close($0) } }
+        for n in 0..<150 {
+            let fd = open("\(directory)/other-\(n)", O_RDWR | O_CREAT, 0o600)
+            if fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 { descriptors.append(fd) }
+        }
+        #expect(descriptors.count == 150)
+        let held = #expect(throws: CacheLock.Held.self) { _ = try CacheLock(cache: cache) }
+        #expect(held?.holder == getpid(), "\(String(describing: held))")
+        _ = first
+    }
+}

@@ -72,7 +72,7 @@ struct FirmwareTests {
             let older = try await harness.cli(["ota", devices[1], "--version", "0.1.0", "--url", "https://fw.example/o",
                                                "--sha256", Self.hash])
             #expect(older.status == 4 && older.stderr.contains("1007"), "\(older.stderr)")
-            // The detail cell reads the daemon's catalog.
+            // The upgraded device is no longer behind.
             let inventoryAfter = try await harness.cli(["firmware", "--catalog", catalog, "--json"])
             let rows = try JSONParser.parse(inventoryAfter.stdout)["products"]?.arrayValue ?? []
             #expect(rows.contains { $0["version"]?.stringValue == "9.0.0" && $0["outdated"]?.boolValue == false })

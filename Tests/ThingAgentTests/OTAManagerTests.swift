@@ -32,6 +32,13 @@ struct OTAManagerTests {
                 try await device.status(true, time: t0)
                 try await waitUntil { agent.cache.device("ota9")?.online == true }
                 let answering = try await device.answer("ota/start") { _ in #""code":0"# }
+                // The detail cell reads the catalog first: its layout's own `versions` only for other products.
+                let layout = try DetailConfig(json: JSONParser.parse(Array("""
+                    [{"name":"main","items":[{"cellType":"check_firmware_update","versions":{"p-light-1":"0.1.0"}}]}]
+                    """.utf8)))
+                let cell = await DeviceDetailComposer(agent: agent, config: layout).compose("ota9")
+                    .item("check_firmware_update")?.data
+                #expect(cell?["available"] == "1.5.0" && cell?["current"] == "1.4.2" && cell?["updateAvailable"] == true)
                 let manager = agent.otaManager(deviceId: "ota9")
                 #expect(manager.checkFirmwareUpgrade().upgradeAvailable)
                 #expect(manager.checkFirmwareUpgrade().latest?.version == "1.5.0")

@@ -54,10 +54,12 @@ enum OTACommand: Command {
         let deviceId = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
         let patience = try seconds(arguments)
-        let explicit = try explicitImage(arguments)
-        guard arguments.has("latest") != (explicit != nil) else {
-            throw CommandFailure(code: .usage, message: "give --latest or --version V --url U --sha256 H\nUsage: \(spec.usage)")
+        let explicitFlags = ["version", "url", "sha256", "size"].contains { arguments.value($0) != nil }
+        guard arguments.has("latest") != explicitFlags else {
+            throw CommandFailure(code: .usage, message: "give --latest or --version V --url U --sha256 H, one of them\n"
+                                 + "Usage: \(spec.usage)")
         }
+        let explicit = try explicitImage(arguments)
         let catalog = try FirmwareCommand.loadCatalog(arguments, &configuration)
         let reader = try openCache(configuration)
         guard let device = try reader.device(deviceId) else {

@@ -154,14 +154,14 @@ struct AgentTests {
                 let device = try SimulatedDevice("twice", brokerURL: broker.url)
                 try await device.connect()
                 try await device.signal(wifi: -40, time: t0)
-                try await waitUntil { log.values == [-40] }
+                try await waitUntil(timeout: .seconds(30)) { log.values == [-40] }
                 // The replaced registration has ended by now; the one that replaced it must still hear.
-                try await waitUntil { agent.events.listenerCount == baseline + 1 }
+                try await waitUntil(timeout: .seconds(30)) { agent.events.listenerCount == baseline + 1 }
                 try await device.signal(wifi: -41, time: t0 + 1)
                 try await device.signal(wifi: -42, time: t0 + 2)
-                try await waitUntil { log.values == [-40, -41, -42] }
+                try await waitUntil(timeout: .seconds(30)) { log.values == [-40, -41, -42] }
                 manager.removeListener(recorder)
-                try await waitUntil { agent.events.listenerCount == baseline }
+                try await waitUntil(timeout: .seconds(30)) { agent.events.listenerCount == baseline }
                 await device.disconnect()
             }
         }
@@ -192,7 +192,7 @@ struct AgentTests {
                 for n in 0..<3 {
                     try await device.signal(wifi: -40 - n, time: t0 + Int64(n))
                 }
-                try await waitUntil { newLog.values == [-40, -41, -42] }
+                try await waitUntil(timeout: .seconds(30)) { newLog.values == [-40, -41, -42] }
                 #expect(oldLog.values.isEmpty)
                 manager.removeListener(fresh)
                 await device.disconnect()
@@ -221,11 +221,11 @@ struct AgentTests {
             let logger = AgentLogger(label: "fleet", level: .info, handler: handler)
             let agent = try Agent(configuration: Self.configuration(broker, directory: directory), logger: logger)
             let running = Task { try await agent.run() }
-            try await waitUntil { agent.connectionState == .connected }
+            try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
             let device = try SimulatedDevice("noisy", brokerURL: broker.url)
             try await device.connect()
             try await device.publish("properties", "{not json")
-            try await waitUntil { handler.all.contains { $0.metadata["reason"] == "malformed" } }
+            try await waitUntil(timeout: .seconds(30)) { handler.all.contains { $0.metadata["reason"] == "malformed" } }
             let dropped = try #require(handler.all.first { $0.metadata["reason"] == "malformed" })
             #expect(dropped.level == .warning)
             #expect(dropped.label == "fleet")

@@ -43,7 +43,7 @@ public final class MQTTClient: Sendable {
         // Without a network thread, destroy here; otherwise the thread sends DISCONNECT and destroys on its way out.
         core.withState { state in
             guard state.connection != .stopped || state.handle != nil else { return }
-            state.stopRequested = true
+            state.requestStop(core)
             if !state.threadRunning { state.finish() }
         }
     }
@@ -223,7 +223,7 @@ public final class MQTTClient: Sendable {
                     state.effects.exitWaiters.append(waiter)
                     return
                 }
-                state.stopRequested = true
+                state.requestStop(core)
                 state.exitWaiters.append(waiter)
                 if !state.threadRunning { state.finish() }
                 // Queue the DISCONNECT now: libmosquitto wakes the network thread's select for it, so the thread

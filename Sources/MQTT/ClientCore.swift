@@ -15,6 +15,9 @@ final class ClientCore: Sendable {
     let state: Mutex<State>
     /// When the network thread last went round its loop (uptime nanoseconds): a watchdog's sign of life.
     let heartbeat = Atomic<UInt64>(0)
+    /// `State.stopRequested`, readable without the lock: the network thread asks once per packet, and taking the
+    /// lock for it contended with every publish from other threads (the daemon's event feed).
+    let stopSignalled = Atomic<Bool>(false)
 
     func beat() {
         heartbeat.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
@@ -179,7 +182,13 @@ struct State {
     /// nil once destroyed.
     var handle: MosquittoHandle?
     var threadRunning = false
-    var stopRequested = false
+    /// Never cleared once set; set only through `requestStop(_:)`, which keeps `ClientCore.stopSignalled` in step.
+    private(set) var stopRequested = false
+
+    mutating func requestStop(_ core: ClientCore) {
+        stopRequested = true
+        core.stopSignalled.store(true, ordering: .releasing)
+    }
     var connectWaiters: [ClientCore.Waiter] = []
     var exitWaiters: [CheckedContinuation<Void, Never>] = []
     var pending: [Int32: PendingOperation] = [:]

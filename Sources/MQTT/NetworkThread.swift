@@ -1,5 +1,6 @@
 internal import CMosquitto
 import Foundation
+import Synchronization
 
 /// The client's own network thread: it connects, runs `mosquitto_loop` with a short timeout, and reconnects with
 /// `ReconnectBackoff`. Doing this instead of `mosquitto_loop_start` keeps backoff, jitter, connect timeouts and
@@ -246,5 +247,5 @@ struct NetworkThread: Sendable {
         return !stopRequested
     }
 
-    private var stopRequested: Bool { core.withState { $0.stopRequested } }
+    private var stopRequested: Bool { core.stopSignalled.load(ordering: .acquiring) }
 }

@@ -249,7 +249,8 @@ public final class Statement {
     /// Reads a column's text as UTF-8 bytes without making a String (nil when NULL). The bytes are valid only inside
     /// `body`: for loops that copy many columns straight into their own storage.
     public func withText<R>(_ i: Int32, _ body: (UnsafeBufferPointer<UInt8>?) throws -> R) rethrows -> R {
-        guard !isNull(i), let text = sqlite3_column_text(handle, i) else { return try body(nil) }
+        // sqlite3_column_text gives NULL for a NULL value (and "" for an empty text): no separate type check.
+        guard let text = sqlite3_column_text(handle, i) else { return try body(nil) }
         return try body(UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, i))))
     }
 

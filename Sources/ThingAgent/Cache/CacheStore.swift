@@ -223,6 +223,7 @@ final class CacheStore {
             devices.reserveCapacity(Int(n))
         }
         var builder = FieldStorage.Builder(capacity: 512)
+        let kinds = InfoColumn.all
         let select = try database.prepare(
             "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
         try select.bind(bindings)
@@ -230,8 +231,10 @@ final class CacheStore {
         while try select.step() {
             rows += 1
             if rows & 4095 == 0, shouldStop() { throw StartUpInterrupted() }
-            let device = try device(from: select, builder: &builder)
-            devices[device.id] = device
+            let device = try device(from: select, kinds: kinds, builder: &builder)
+            let id = device.id
+            // Moved in, not copied: a copy retained each of the snapshot's buffers only to release them again.
+            devices[id] = consume device
         }
         return devices
     }
@@ -262,7 +265,26 @@ final class CacheStore {
         return tables
     }
 
-    private static func device(from row: Statement, builder: inout FieldStorage.Builder) throws -> DeviceSnapshot {
+    /// How each info column is read, worked out once per load rather than per row and column (the field table is
+    /// a global, and its types carry arrays that a per-column `switch` retained and released).
+    private enum InfoColumn {
+        case wifi, rsrp, integer, json, text
+
+        static var all: [InfoColumn] {
+            DeviceInfo.fields.enumerated().map { index, field in
+                switch (index, field.type) {
+                case (DeviceInfo.wifiIndex, _): .wifi
+                case (DeviceInfo.rsrpIndex, _): .rsrp
+                case (_, .integer): .integer
+                case (_, .stringArray), (_, .object): .json
+                case (_, .string), (_, .oneOf): .text
+                }
+            }
+        }
+    }
+
+    private static func device(from row: Statement, kinds: [InfoColumn],
+                               builder: inout FieldStorage.Builder) throws -> DeviceSnapshot {
         var column: Int32 = 0
         func next() -> Int32 {
             defer { column += 1 }
@@ -272,22 +294,20 @@ final class CacheStore {
 
         let id = row.string(next()) ?? ""
         var signal: (wifi: Int64?, rsrp: Int64?) = (nil, nil)
-        for (index, field) in DeviceInfo.fields.enumerated() {
+        for kind in kinds {
             let i = next()
-            if row.isNull(i) {
+            // Text columns say NULL through `withText` itself; only the integers need the type asked for (it is
+            // a library call per column, most of the columns are text, and this runs for every device at start).
+            switch kind {
+            case .wifi:
+                if !row.isNull(i) { signal.wifi = row.int64(i) }
                 builder.appendNull()
-                continue
-            }
-            switch (index, field.type) {
-            case (DeviceInfo.wifiIndex, _):
-                signal.wifi = row.int64(i)
+            case .rsrp:
+                if !row.isNull(i) { signal.rsrp = row.int64(i) }
                 builder.appendNull()
-            case (DeviceInfo.rsrpIndex, _):
-                signal.rsrp = row.int64(i)
-                builder.appendNull()
-            case (_, .integer): builder.appendInteger(row.int64(i))
-            case (_, .stringArray), (_, .object): row.withText(i) { $0.map { builder.appendJSON($0) } ?? builder.appendNull() }
-            case (_, .string), (_, .oneOf): row.withText(i) { $0.map { builder.appendString($0) } ?? builder.appendNull() }
+            case .integer: row.isNull(i) ? builder.appendNull() : builder.appendInteger(row.int64(i))
+            case .json: row.withText(i) { $0.map { builder.appendJSON($0) } ?? builder.appendNull() }
+            case .text: row.withText(i) { $0.map { builder.appendString($0) } ?? builder.appendNull() }
             }
         }
         var device = DeviceSnapshot(

@@ -257,16 +257,43 @@ public struct JournalError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// CRC-32 (IEEE), to tell a whole journal record from a torn one.
+/// CRC-32 (IEEE), to tell a whole journal record from a torn one. Slicing by eight: eight tables, eight bytes per
+/// step, the same checksum as the byte-at-a-time loop at a quarter of its cost (the profile of the receive path
+/// showed that loop as most of the journal's time).
 enum CRC32 {
-    private static let table: [UInt32] = (0..<256).map { index in
-        (0..<8).reduce(UInt32(index)) { crc, _ in crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
-    }
+    /// `tables[k][b]`: the CRC of byte `b` followed by `k` zero bytes, so that eight bytes fold in one step.
+    private static let tables: [UInt32] = {
+        var tables = [UInt32](repeating: 0, count: 8 * 256)
+        for index in 0..<256 {
+            tables[index] = (0..<8).reduce(UInt32(index)) { crc, _ in crc & 1 == 1 ? 0xEDB8_8320 ^ (crc >> 1) : crc >> 1 }
+        }
+        for slice in 1..<8 {
+            for index in 0..<256 {
+                let previous = tables[(slice - 1) * 256 + index]
+                tables[slice * 256 + index] = (previous >> 8) ^ tables[Int(previous & 0xFF)]
+            }
+        }
+        return tables
+    }()
 
     static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        table.withUnsafeBufferPointer { table in
+        tables.withUnsafeBufferPointer { t in
             var crc = ~UInt32(0)
-            for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+            var offset = 0
+            let count = bytes.count
+            while offset + 8 <= count {
+                let low = bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndianValue ^ crc
+                let high = bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self).littleEndianValue
+                crc = t[7 * 256 + Int(low & 0xFF)] ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
+                    ^ t[5 * 256 + Int((low >> 16) & 0xFF)] ^ t[4 * 256 + Int(low >> 24)]
+                    ^ t[3 * 256 + Int(high & 0xFF)] ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
+                    ^ t[256 + Int((high >> 16) & 0xFF)] ^ t[Int(high >> 24)]
+                offset += 8
+            }
+            while offset < count {
+                crc = t[Int((crc ^ UInt32(bytes[offset])) & 0xFF)] ^ (crc >> 8)
+                offset += 1
+            }
             return ~crc
         }
     }

@@ -1,0 +1,165 @@
+import Foundation
+import MQTT
+import ThingAgent
+
+/// Whole processes, as a user meets them: the daemon draining a queued backlog, and one `info` or `devices`
+/// process, each beside the plain tool doing the same job (`mosquitto_sub`, `sqlite3`).
+struct ProcessBenchmarks {
+    let broker: BenchBroker
+    let directory: String
+    /// The `thing-agent` executable built beside the bench.
+    let thingAgent: String
+
+    struct Drain {
+        var perSecond: Double
+        var cpuMicroseconds: Double
+        var contextSwitches: Double
+    }
+
+    /// `count` QoS 1 property reports from `devices` devices queued for the daemon's persistent session; the clock
+    /// runs from starting `thing-agent run` to the last report being in the cache file (polled every 5 ms, then
+    /// read once more with `thing-agent info`).
+    /// `eventFeed`: the daemon republishes every change on the events topics (its default), or not.
+    func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true) async throws -> Drain {
+        let environment = ["THING_AGENT_PUBLISH_EVENTS": eventFeed ? "true" : "false"]
+        let path = directory + "/daemon-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        let arguments = ["run", "--broker", broker.url, "--db", path,
+                         "--client-id", "bench-daemon-\(UInt32.random(in: 0...UInt32.max))"]
+        // The first run makes the persistent session; the backlog is queued for it while no daemon runs.
+        try await runDaemon(arguments, environment, log: path + ".log-1") { _ in }
+        let marker = "last-\(UInt32.random(in: 0...UInt32.max))"
+        var reports = propertyReports(count: count, devices: devices)
+        let lastDevice = "dev\((count - 1) % devices)"
+        reports[count - 1].payload = Array("{\"data\":{\"mode\":\"\(marker)\"}}".utf8)
+        try await Publisher(url: broker.url).publish(reports, qos: .atLeastOnce)
+
+        var drain = Drain(perSecond: 0, cpuMicroseconds: 0, contextSwitches: 0)
+        let start = ContinuousClock.now
+        try await runDaemon(arguments, environment, log: path + ".log-2") { daemon in
+            let deadline = ContinuousClock.now + .seconds(120)
+            while (try? CacheReader(path: path).device(lastDevice))??.properties["mode"]?.value.stringValue != marker {
+                guard ContinuousClock.now < deadline, daemon.isRunning else {
+                    throw BenchError("the daemon did not drain the backlog: \(daemon.log.suffix(2000))")
+                }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            let elapsed = ContinuousClock.now - start
+            drain.perSecond = Double(count) / elapsed.seconds
+            let usage = ProcessUsage(pid: daemon.pid)
+            drain.cpuMicroseconds = usage.cpuSeconds / Double(count) * 1e6
+            drain.contextSwitches = Double(usage.contextSwitches) / Double(count)
+        }
+        let info = try await runCaptured(thingAgent, ["info", lastDevice, "--db", path, "--json"])
+        guard info.status == 0, info.stdout.contains(marker) else {
+            throw BenchError("`info \(lastDevice)` does not show the last report: \(info.stdout) \(info.stderr)")
+        }
+        return drain
+    }
+
+    /// Starts the daemon, waits until it is subscribed, runs `body`, then stops it with SIGTERM.
+    private func runDaemon(_ arguments: [String], _ environment: [String: String], log: String,
+                           _ body: (BenchDaemon) async throws -> Void) async throws {
+        let daemon = try BenchDaemon(thingAgent, arguments, environment: environment, logPath: log)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !daemon.log.contains("connected and subscribed") {
+            guard ContinuousClock.now < deadline, daemon.isRunning else {
+                throw BenchError("the daemon did not subscribe: \(daemon.log.suffix(2000))")
+            }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        try await body(daemon)
+        daemon.signal(SIGTERM)
+        guard await daemon.waitForExit(timeout: .seconds(30)) == 0 else {
+            throw BenchError("the daemon did not stop cleanly: \(daemon.log.suffix(2000))")
+        }
+    }
+
+    /// Median wall milliseconds of one whole process, for each command, run in interleaved rounds (so that a
+    /// burst of load on the machine falls on all of them alike).
+    static func medianMilliseconds(_ commands: [(executable: String, arguments: [String])], rounds: Int) throws -> [Double] {
+        var times = Array(repeating: [Double](), count: commands.count)
+        for _ in 0..<rounds {
+            for (index, command) in commands.enumerated() {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: command.executable)
+                process.arguments = command.arguments
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                let start = ContinuousClock.now
+                try process.run()
+                process.waitUntilExit()
+                let elapsed = ContinuousClock.now - start
+                guard process.terminationStatus == 0 else {
+                    throw BenchError("\(command.executable) \(command.arguments) exited \(process.terminationStatus)")
+                }
+                times[index].append(elapsed.seconds * 1000)
+            }
+        }
+        return times.map { Measure.percentile($0.sorted(), 50) }
+    }
+
+    /// `sqlite3`'s query for the columns `thing-agent devices` prints (id, name, category, status, Wi-Fi, number of
+    /// properties, updated).
+    static let devicesQuery = """
+        SELECT d.dev_id, d.name, d.category, d.online, d.wifi_signal, count(p.code), d.updated_at \
+        FROM devices d LEFT JOIN properties p ON p.dev_id = d.dev_id GROUP BY d.dev_id
+        """
+}
+
+/// `info` (text and JSON) and `devices` as whole processes, each beside `sqlite3` answering the same from the file.
+/// Each executable is measured: the toolchain-linked build, and the packaged (static) one when it was built.
+func compareWithSQLite(_ report: Report, thingAgents: [(name: String, path: String)], cache path: String, devices: Int,
+                       quick: Bool) throws {
+    let id = "dev\(devices / 2)"
+    let sqlite = ("/usr/bin/sqlite3", [path, "SELECT * FROM devices WHERE dev_id = '\(id)'"])
+    let info = try ProcessBenchmarks.medianMilliseconds([sqlite] + thingAgents.flatMap { agent in [
+        (agent.path, ["info", id, "--db", path]),
+        (agent.path, ["info", id, "--db", path, "--json"]),
+    ] }, rounds: quick ? 10 : 30)
+    report.add("`sqlite3` answering one device's row, \(devices) devices", "\(format(info[0], 1)) ms", "median")
+    for (n, agent) in thingAgents.enumerated() {
+        let text = info[1 + 2 * n], json = info[2 + 2 * n]
+        report.add("`thing-agent info DEVICE`, \(agent.name)", "\(format(text, 1)) ms",
+                   "ratio \(format(text / info[0], 2)), median")
+        report.add("`thing-agent info DEVICE --json`, \(agent.name)", "\(format(json, 1)) ms",
+                   "ratio \(format(json / info[0], 2)), median")
+    }
+    let list = try ProcessBenchmarks.medianMilliseconds([("/usr/bin/sqlite3", [path, ProcessBenchmarks.devicesQuery])]
+        + thingAgents.map { ($0.path, ["devices", "--db", path]) }, rounds: quick ? 3 : 10)
+    report.add("`sqlite3` listing the columns of `devices`, \(devices) devices", "\(format(list[0], 1)) ms", "median")
+    for (n, agent) in thingAgents.enumerated() {
+        report.add("`thing-agent devices`, \(agent.name)", "\(format(list[1 + n], 1)) ms",
+                   "ratio \(format(list[1 + n] / list[0], 2)), median")
+    }
+}
+
+/// CPU time and context switches of a running process, from /proc.
+struct ProcessUsage {
+    var cpuSeconds: Double = .nan
+    var contextSwitches = 0
+
+    init(pid: Int32) {
+        if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+           let close = stat.lastIndex(of: ")") {
+            // Fields after the command name; utime and stime are the 14th and 15th of the whole line.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) {
+                cpuSeconds = (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+            }
+        }
+        // Counted per thread: the process's own status file counts its main thread alone.
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        for task in tasks {
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8) else {
+                continue
+            }
+            for line in status.split(separator: "\n") where line.contains("ctxt_switches:") {
+                contextSwitches += Int(line.split(separator: "\t").last ?? "") ?? 0
+            }
+        }
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -141,7 +141,7 @@ enum OTACommand: Command {
                 last = upgrade
                 if !upgrade.isRunning {
                     // The reports the daemon applied reach this command too: show them all before the end.
-                    let settle = ContinuousClock.now + .seconds(3)
+                    let settle = ContinuousClock.now + .seconds(10)
                     while let reports, reports.latest < upgrade.reportTime, ContinuousClock.now < settle {
                         try await Task.sleep(for: .milliseconds(20))
                     }

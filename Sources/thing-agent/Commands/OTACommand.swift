@@ -146,6 +146,7 @@ enum OTACommand: Command {
                         try await Task.sleep(for: .milliseconds(20))
                     }
                     showHeard()
+                    if upgrade.stage == .succeeded { await waitForReportedVersion(upgrade, reader: reader) }
                     progress.show(upgrade)
                     return try outcome(upgrade, stall: stall)
                 }
@@ -159,6 +160,19 @@ enum OTACommand: Command {
                     """)
             }
             try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    /// The upgrade row is committed when the info report arrives, the device's row with the next batch (within
+    /// `flushInterval`): waits (10 s at most) until the file shows the new version, so that `info` and `firmware`
+    /// right after this command agree with it.
+    static func waitForReportedVersion(_ upgrade: OTAUpgrade, reader: CacheReader) async {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            if let device = try? reader.device(upgrade.deviceId), device.info.firmwareVersion == upgrade.image.version {
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(20))
         }
     }
 

@@ -59,6 +59,7 @@ struct OTARollout {
             for (id, upgrade) in running.sorted(by: { $0.key < $1.key }) {
                 if let row = try? reader.upgrade(id), row.startedAt >= upgrade.startedAt, !row.isRunning {
                     running[id] = nil
+                    if row.stage == .succeeded { await OTACommand.waitForReportedVersion(row, reader: reader) }
                     ended(Outcome(deviceId: id, from: upgrade.from, result: row.stage == .succeeded ? "succeeded"
                                       : row.failedCode == "timeout" ? "timeout" : "failed",
                                   detail: row.stage == .succeeded ? "reports \(row.image.version)"

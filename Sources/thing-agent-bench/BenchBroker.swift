@@ -67,25 +67,75 @@ func benchDirectory(_ name: String) throws -> String {
     return path
 }
 
-/// A process run to its end; its exit status and output.
-func runProcess(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, stderr: String) {
+/// What a process run to its end left: its exit status and its output.
+struct ProcessOutput {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+}
+
+/// A process run to its end, woken by its exit (not by polling, which would blur the figures).
+func runProcess(_ executable: String, _ arguments: [String]) async throws -> ProcessOutput {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
-    process.standardOutput = FileHandle.nullDevice
     process.standardInput = FileHandle.nullDevice
-    let errors = Pipe()
+    // stderr into a file, stdout through a pipe read to its end before waiting: a child that filled either pipe
+    // while the other was read would never exit.
+    let errorsPath = NSTemporaryDirectory() + "/bench-stderr-\(UUID().uuidString)"
+    _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
+    defer { try? FileManager.default.removeItem(atPath: errorsPath) }
+    let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: errorsPath))
+    let output = Pipe()
+    process.standardOutput = output
     process.standardError = errors
-    return try await withCheckedThrowingContinuation { continuation in
-        process.terminationHandler = { process in
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            continuation.resume(returning: (process.terminationStatus, text))
+    try process.run()
+    try errors.close()
+    let stdout = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    let stderr = (try? String(contentsOfFile: errorsPath, encoding: .utf8)) ?? ""
+    return ProcessOutput(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+}
+
+/// A long-running process (the daemon) with its output in a log file.
+final class BenchDaemon: Sendable {
+    private let process: Process
+    private let logPath: String
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String], logPath: String) throws {
+        self.logPath = logPath
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = log
+        process.standardError = log
+        try process.run()
+        try log.close()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    func signal(_ number: Int32) {
+        if process.isRunning { kill(process.processIdentifier, number) }
+    }
+
+    /// The exit status, or nil when it still runs after `timeout` (it is then killed).
+    func waitForExit(timeout: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return nil
+            }
+            try? await Task.sleep(for: .milliseconds(10))
         }
-        do {
-            try process.run()
-        } catch {
-            process.terminationHandler = nil
-            continuation.resume(throwing: error)
-        }
+        return process.terminationStatus
     }
 }

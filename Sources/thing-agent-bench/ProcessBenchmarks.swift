@@ -49,7 +49,7 @@ struct ProcessBenchmarks {
             drain.cpuMicroseconds = usage.cpuSeconds / Double(count) * 1e6
             drain.contextSwitches = Double(usage.contextSwitches) / Double(count)
         }
-        let info = try await runCaptured(thingAgent, ["info", lastDevice, "--db", path, "--json"])
+        let info = try await runProcess(thingAgent, ["info", lastDevice, "--db", path, "--json"])
         guard info.status == 0, info.stdout.contains(marker) else {
             throw BenchError("`info \(lastDevice)` does not show the last report: \(info.stdout) \(info.stderr)")
         }
@@ -158,8 +158,4 @@ struct ProcessUsage {
             }
         }
     }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -51,9 +51,9 @@ struct SetBenchmark {
         var times: [Double] = []
         for n in 0..<(runs + 5) {
             let start = ContinuousClock.now
-            let (status, stderr) = try await runProcess(executable, [
+            let result = try await runProcess(executable, [
                 "set", device.id, "switch_1=\(n % 2 == 0)", "--broker", brokerURL, "--db", cache])
-            guard status == 0 else { throw BenchError("thing-agent set exited \(status): \(stderr)") }
+            guard result.status == 0 else { throw BenchError("thing-agent set exited \(result.status): \(result.stderr)") }
             let elapsed = ContinuousClock.now - start
             if n >= 5 { times.append(Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15) }
         }

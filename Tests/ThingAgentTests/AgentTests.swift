@@ -221,7 +221,8 @@ struct AgentTests {
             let logger = AgentLogger(label: "fleet", level: .info, handler: handler)
             let agent = try Agent(configuration: Self.configuration(broker, directory: directory), logger: logger)
             let running = Task { try await agent.run() }
-            try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
+            // Subscribed, not only connected: a report published before the SUBACK would not reach it.
+            try await waitUntil(timeout: .seconds(30)) { handler.all.contains { $0.message == "connected and subscribed" } }
             let device = try SimulatedDevice("noisy", brokerURL: broker.url)
             try await device.connect()
             try await device.publish("properties", "{not json")

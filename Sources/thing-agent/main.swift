@@ -4,7 +4,8 @@ import ThingAgent
 /// The subcommands, in the order `--help` lists them.
 let commands: [any Command.Type] = [
     RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, SetCommand.self, SceneCommand.self,
-    GatewaysCommand.self, TransferCommand.self, WifiScanCommand.self, SimulateCommand.self,
+    GatewaysCommand.self, TransferCommand.self, FirmwareCommand.self, OTACommand.self, WifiScanCommand.self,
+    SimulateCommand.self,
     DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, NetworkCommand.self, StatsCommand.self,
     VersionCommand.self,
 ]

@@ -37,7 +37,7 @@ struct ShippedFilesTests {
         try configuration.apply(file: Self.root + "/deploy/agent.json")
         #expect(configuration.database == "/var/lib/thing-agent/cache.sqlite")
         let paths = [configuration.database, configuration.modelsDirectory, configuration.scenesFile,
-                     configuration.detailConfig]
+                     configuration.detailConfig, configuration.firmwareCatalog]
         for path in paths {
             let path = try #require(path)
             #expect(path.hasPrefix("/"), "\(path) is relative")

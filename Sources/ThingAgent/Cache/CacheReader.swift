@@ -17,6 +17,16 @@ public final class CacheReader {
         StoredStatistics(metaRows: try store.meta(prefix: "ingest."))
     }
 
+    /// The device's running or latest firmware upgrade.
+    public func upgrade(_ id: String) throws -> OTAUpgrade? {
+        try OTAUpgrades.read(store.database, device: id).first
+    }
+
+    /// Every device's latest firmware upgrade, sorted by device id.
+    public func upgrades() throws -> [OTAUpgrade] {
+        try OTAUpgrades.read(store.database)
+    }
+
     /// Every cached device, sorted by id.
     public func devices() throws -> [DeviceSnapshot] {
         // The ids are sorted and each snapshot moved out once: sorting the snapshots themselves copied them (and

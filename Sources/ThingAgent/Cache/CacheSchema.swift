@@ -103,6 +103,25 @@ enum CacheSchema {
                 warned        INTEGER NOT NULL DEFAULT 0
             ) WITHOUT ROWID;
             """),
+        // The latest firmware upgrade per device. No foreign key: a removed device's row goes with
+        // `deleteDevice`, and an upgrade outlives a device that is briefly unknown while it reboots.
+        Migration(version: 5, name: "firmware upgrades", sql: """
+            CREATE TABLE ota_upgrades (
+                dev_id       TEXT PRIMARY KEY NOT NULL,
+                from_version TEXT,
+                version      TEXT NOT NULL,
+                url          TEXT NOT NULL,
+                sha256       TEXT NOT NULL,
+                size         INTEGER,
+                stage        TEXT NOT NULL,
+                progress     INTEGER NOT NULL DEFAULT 0,
+                failed_code  TEXT NOT NULL DEFAULT '',
+                started_at   INTEGER NOT NULL,
+                updated_at   INTEGER NOT NULL,
+                report_time  INTEGER NOT NULL DEFAULT 0,
+                ended_at     INTEGER
+            ) WITHOUT ROWID;
+            """),
     ]
 
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.
@@ -114,7 +133,8 @@ enum CacheSchema {
     static var deviceColumns: [String] { ["dev_id"] + DeviceInfo.fields.map(\.column) + stateColumns }
 
     /// Deletes everything the file keeps about a device: its cached row (properties and transfer go with it by
-    /// cascade) and the local tables of migration 3, which have no foreign keys to cascade from.
+    /// cascade), the local tables of migration 3 and the upgrades of migration 5, which have no foreign keys to
+    /// cascade from.
     static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
         try db.transaction(.immediate) {
             try db.run("DELETE FROM devices WHERE dev_id = ?", [.text(id)])
@@ -122,6 +142,7 @@ enum CacheSchema {
             try db.run("DELETE FROM device_meta WHERE dev_id = ?", [.text(id)])
             try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(id)])
             try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(id)])
+            try db.run("DELETE FROM ota_upgrades WHERE dev_id = ?", [.text(id)])
             return existed
         }
     }

@@ -7,6 +7,13 @@ import Synchronization
 protocol CacheWatch: Sendable {
     func applied(_ changes: AppliedChanges, to device: String, now: Millis)
     func removed(_ device: String)
+    /// A firmware upgrade moved (started, progressed, ended).
+    func upgradeChanged(_ upgrade: OTAUpgrade)
+}
+
+extension CacheWatch {
+    /// Most watches have no business with firmware upgrades.
+    func upgradeChanged(_ upgrade: OTAUpgrade) {}
 }
 
 /// The watches a writer tells; registered once while the agent is made, read on every change.
@@ -23,5 +30,9 @@ final class CacheWatches: Sendable {
 
     func removed(_ device: String) {
         for watch in watches.withLock({ $0 }) { watch.removed(device) }
+    }
+
+    func upgradeChanged(_ upgrade: OTAUpgrade) {
+        for watch in watches.withLock({ $0 }) { watch.upgradeChanged(upgrade) }
     }
 }

@@ -14,6 +14,8 @@ final class CacheWriter: Sendable {
     let hub: EventHub
     /// Told of every change applied (the offline and transfer watches).
     let watches = CacheWatches()
+    /// The latest firmware upgrade per device (`CacheWriter+OTA.swift` changes it).
+    let upgrades = OTAUpgrades()
     /// Another process (the daemon) writes the same file, so each device is read from the file, inside the write
     /// transaction, before it is changed: this process never writes back an older copy it holds in memory. The
     /// other process may have applied a message already; listeners then hear what changed in this process's view
@@ -176,7 +178,10 @@ final class CacheWriter: Sendable {
             return (true, wasClean)
         }
         if wake { dirtySignal.signal() }
-        if removed { watches.removed(deviceId) }
+        if removed {
+            upgrades.forget(deviceId)
+            watches.removed(deviceId)
+        }
         return removed
     }
 

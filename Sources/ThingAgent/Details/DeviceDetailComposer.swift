@@ -254,15 +254,19 @@ public final class DeviceDetailComposer: Sendable {
         case "check_device_network":
             return await checkNetwork(device, make)
         case "check_firmware_update":
+            // The catalog first; a layout's own `versions` (or `latest`) only for products the catalog lacks.
             let current = device.info.firmwareVersion
+            let image = agent.firmwareCatalog.latest(for: device.info.productId)
             let versions = item.options["versions"]?.objectValue
-            let available = device.info.productId.flatMap { versions?[$0]?.stringValue }
+            let available = image?.version ?? device.info.productId.flatMap { versions?[$0]?.stringValue }
                 ?? item.options["latest"]?.stringValue
-            let newer = current.flatMap { current in available.map { Self.compareVersions($0, current) > 0 } } ?? false
-            return make(.ok, .object(JSONObject([
+            let newer = available.map { FirmwareVersion.isNewer($0, than: current) } ?? false
+            var value = JSONObject([
                 ("current", current.map(JSONValue.string) ?? .null), ("available", available.map(JSONValue.string) ?? .null),
                 ("updateAvailable", .bool(newer)),
-            ])), available == nil ? "no available version configured for this product" : nil)
+            ])
+            if let notes = image?.notes { value["notes"] = .string(notes) }
+            return make(.ok, .object(value), available == nil ? "no firmware in the catalog for this product" : nil)
         case "show_infrared_gateway_sub_device":
             let subDevices = agent.cache.subDevices(of: device.id)
             guard device.info.category == .gateway || !subDevices.isEmpty else {
@@ -299,15 +303,15 @@ public final class DeviceDetailComposer: Sendable {
         ])), nil)
     }
 
-    /// Compares dotted versions numerically (`1.10.0` > `1.9.2`); > 0 when `a` is newer.
+    /// Compares dotted versions numerically (`1.10.0` > `1.9.2`, `2.0.0-rc1` < `2.0.0`); > 0 when `a` is newer.
+    /// A version that does not parse counts as older than one that does.
     public static func compareVersions(_ a: String, _ b: String) -> Int {
-        let left = a.split(separator: ".").map { Int($0.prefix { $0.isNumber }) ?? 0 }
-        let right = b.split(separator: ".").map { Int($0.prefix { $0.isNumber }) ?? 0 }
-        for index in 0..<max(left.count, right.count) {
-            let l = index < left.count ? left[index] : 0, r = index < right.count ? right[index] : 0
-            if l != r { return l < r ? -1 : 1 }
+        switch (FirmwareVersion(a), FirmwareVersion(b)) {
+        case let (l?, r?): FirmwareVersion.compare(l, r)
+        case (nil, nil): 0
+        case (nil, _): -1
+        case (_, nil): 1
         }
-        return 0
     }
 
     /// The body's result, or nil when it takes longer than `timeout` (the body is then cancelled).

@@ -16,12 +16,14 @@ public enum DeviceEvent: Sendable, Equatable {
     case offlineWarning(deviceId: String, offlineSince: Millis)
     /// A device that had an offline warning is online again, after `away` milliseconds (agent time).
     case backOnline(deviceId: String, offlineSince: Millis, away: Millis)
+    /// A firmware upgrade started, moved on or ended (`OTAManager`'s `statusDidUpdate`).
+    case upgradeChanged(deviceId: String, upgrade: OTAUpgrade)
 
     public var deviceId: String {
         switch self {
         case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
              .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _),
-             .backOnline(let id, _, _):
+             .backOnline(let id, _, _), .upgradeChanged(let id, _):
             id
         }
     }
@@ -35,6 +37,7 @@ public enum DeviceEvent: Sendable, Equatable {
         case .transferStatusChanged: .transfer
         case .offlineWarning: .offlineWarning
         case .backOnline: .backOnline
+        case .upgradeChanged: .ota
         }
     }
 }
@@ -52,8 +55,10 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let offlineWarning = DeviceEventKinds(rawValue: 1 << 5)
     /// The return of a device that had an offline warning.
     public static let backOnline = DeviceEventKinds(rawValue: 1 << 6)
+    /// Firmware-upgrade changes.
+    public static let ota = DeviceEventKinds(rawValue: 1 << 7)
     public static let all: DeviceEventKinds = [
-        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline,
+        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota,
     ]
 }
 

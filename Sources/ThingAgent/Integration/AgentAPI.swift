@@ -63,7 +63,9 @@ struct APIError: Error {
 
 extension Agent {
     /// The methods the API answers.
-    public static let apiMethods = ["info", "devices", "set", "edit", "group", "network", "remove", "detail", "health"]
+    public static let apiMethods = [
+        "info", "devices", "set", "edit", "group", "network", "remove", "detail", "health", "firmware", "ota",
+    ]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
     /// devices or the broker, so they run beside the loop (a slow device never holds up an `info`).
@@ -71,7 +73,7 @@ extension Agent {
         await withDiscardingTaskGroup { group in
             for await message in queue.stream {
                 let method = String(message.topic.dropFirst(queue.prefix.count))
-                if ["set", "remove", "detail"].contains(method) {
+                if ["set", "remove", "detail", "ota"].contains(method) {
                     group.addTask { await self.answer(message, method: method, counters: queue.counters) }
                 } else {
                     await answer(message, method: method, counters: queue.counters)
@@ -196,6 +198,11 @@ extension Agent {
             let (id, _) = try known()
             let composer = DeviceDetailComposer(agent: self, config: detailConfig)
             return (.object(await composer.compose(id).json), [:])
+        case "firmware":
+            return (try apiFirmware(request), [:])
+        case "ota":
+            let (id, snapshot) = try known()
+            return (try await apiOTA(request, device: id, snapshot: snapshot), [:])
         default:
             throw APIError(404, "unknown method '\(method)'; methods: \(Self.apiMethods.joined(separator: ", "))")
         }

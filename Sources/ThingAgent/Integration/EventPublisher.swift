@@ -19,6 +19,7 @@ enum EventPublisher {
         case .transferStatusChanged: "transfer"
         case .offlineWarning: "offline"
         case .backOnline: "online"
+        case .upgradeChanged: "ota"
         }
     }
 
@@ -58,6 +59,8 @@ enum EventPublisher {
         case .backOnline(_, let since, let away):
             object["offlineSince"] = .integer(since)
             object["awayMs"] = .integer(away)
+        case .upgradeChanged(_, let upgrade):
+            object["data"] = .object(upgrade.json)
         }
         return object
     }

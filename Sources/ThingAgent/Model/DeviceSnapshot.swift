@@ -159,7 +159,7 @@ extension DeviceSnapshot {
             }
             transfer = next
             changes.transfer = next
-        case .response, .unbind:
+        case .response, .unbind, .otaProgress:  // not part of the snapshot (`OTAUpgrades` keeps upgrades)
             break
         }
         if !changes.isEmpty { updatedAt = now }

@@ -34,6 +34,9 @@ extension InboundMessage {
             message = .response(response)
         case .unbind(let time):
             message = .unbind(time: fix(time))
+        case .otaProgress(var report):
+            report.time = fix(report.time)
+            message = .otaProgress(report)
         }
         return (message, corrected)
     }

@@ -31,6 +31,7 @@ enum InboundMessage: Sendable, Equatable {
     case transferStatus(TransferStatusReport)
     case response(Response)
     case unbind(time: Millis)
+    case otaProgress(OTAProgressReport)
 
     static func == (lhs: InboundMessage, rhs: InboundMessage) -> Bool {
         switch (lhs, rhs) {
@@ -42,6 +43,7 @@ enum InboundMessage: Sendable, Equatable {
         case let (.transferStatus(a), .transferStatus(b)): return a == b
         case let (.response(a), .response(b)): return a == b
         case let (.unbind(a), .unbind(b)): return a == b
+        case let (.otaProgress(a), .otaProgress(b)): return a == b
         default: return false
         }
     }

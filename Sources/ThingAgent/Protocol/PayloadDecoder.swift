@@ -33,6 +33,7 @@ struct PayloadDecoder: Sendable {
         case .transferStatus: return try decodeTransferStatus(object, time: time)
         case .response: return try decodeResponse(object, time: time)
         case .unbind: return .unbind(time: time)
+        case .otaProgress: return .otaProgress(try OTAProgressReport.decode(object, time: time))
         }
     }
 

@@ -4,6 +4,7 @@ public enum RequestKind: String, Sendable, CaseIterable {
     case getInfo = "info/get"
     case wifiScan = "wifi/scan"
     case gatewayTransferStart = "gateway/transfer/start"
+    case otaStart = "ota/start"
 }
 
 /// What a device-to-agent topic carries.
@@ -13,6 +14,8 @@ public enum InboundKind: Sendable, Equatable {
     case signal
     case info
     case transferStatus
+    /// `R/D/thing/ota/progress`: a firmware upgrade's stage and progress.
+    case otaProgress
     case response(RequestKind)
     /// `R/D/thing/unbind`: the device was removed (by this agent, the CLI or another client); forget it.
     case unbind
@@ -36,6 +39,7 @@ public struct Topics: Sendable, Equatable {
             ("\(root)/+/thing/signal", 0),
             ("\(root)/+/thing/info", 1),
             ("\(root)/+/thing/gateway/transfer/status", 1),
+            ("\(root)/+/thing/ota/progress", 1),
             ("\(root)/+/thing/unbind", 1),
         ] + RequestKind.allCases.map { ("\(root)/+/thing/\($0.rawValue)_response", 1) }
     }
@@ -45,6 +49,7 @@ public struct Topics: Sendable, Equatable {
     public func signal(_ device: String) -> String { "\(root)/\(device)/thing/signal" }
     public func info(_ device: String) -> String { "\(root)/\(device)/thing/info" }
     public func transferStatus(_ device: String) -> String { "\(root)/\(device)/thing/gateway/transfer/status" }
+    public func otaProgress(_ device: String) -> String { "\(root)/\(device)/thing/ota/progress" }
     /// The unbind request published when a device is removed (README, "Removing a device").
     public func unbind(_ device: String) -> String { "\(root)/\(device)/thing/unbind" }
     public func request(_ kind: RequestKind, device: String) -> String { "\(root)/\(device)/thing/\(kind.rawValue)" }
@@ -84,7 +89,7 @@ public struct Topics: Sendable, Equatable {
         var table: [(String, InboundKind)] = [
             ("thing/properties", .properties), ("thing/status", .status), ("thing/signal", .signal),
             ("thing/info", .info), ("thing/gateway/transfer/status", .transferStatus),
-            ("thing/unbind", .unbind),
+            ("thing/unbind", .unbind), ("thing/ota/progress", .otaProgress),
         ]
         table += RequestKind.allCases.map { ("thing/\($0.rawValue)_response", .response($0)) }
         return table.map { (Array($0.0.utf8), $0.1) }

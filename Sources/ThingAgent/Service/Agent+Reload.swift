@@ -7,10 +7,12 @@ struct ReloadableSettings: Sendable {
     var detailConfig: DetailConfig
     /// The daemon's scenes (`scenesFile`); CLI commands read the file themselves and leave this empty.
     var scenes: Scenes
+    var catalog: FirmwareCatalog
 
     init(_ configuration: AgentConfiguration, role: Agent.Role) throws {
         models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
+        catalog = try configuration.firmwareCatalog.map { try FirmwareCatalog(file: $0) } ?? FirmwareCatalog()
         scenes = try role == .service ? configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([]) : Scenes([])
     }
 }
@@ -27,7 +29,10 @@ extension Agent {
     /// The scenes of `scenesFile` as the daemon last read them (at start or at `reload()`); empty for CLI roles.
     public var scenes: Scenes { reloadable.withLock { $0.scenes } }
 
-    /// Re-reads the thing models, the detail layout and the scenes file named by `configuration` (the daemon's
+    /// The firmware catalog (`firmwareCatalog`) as last read (at start or at `reload()`); empty without one.
+    public var firmwareCatalog: FirmwareCatalog { reloadable.withLock { $0.catalog } }
+
+    /// Re-reads the thing models, the detail layout, the scenes file and the firmware catalog named by `configuration` (the daemon's
     /// config as it reads it now). Each part is replaced only when it reads cleanly; a broken file keeps the old
     /// part and says why. Broker, cache and topic settings need a restart and are not touched.
     public func reload(_ configuration: AgentConfiguration) -> ReloadReport {
@@ -50,6 +55,13 @@ extension Agent {
             report.reloaded.append("scenes (\(next.scenes.all.count) from \(configuration.scenesFile ?? "no file"))")
         } catch {
             report.kept.append("scenes: \(error)")
+        }
+        do {
+            next.catalog = try configuration.firmwareCatalog.map { try FirmwareCatalog(file: $0) } ?? FirmwareCatalog()
+            report.reloaded.append("firmware catalog (\(next.catalog.byProduct.count) products from "
+                                   + "\(configuration.firmwareCatalog ?? "no file"))")
+        } catch {
+            report.kept.append("firmware catalog: \(error)")
         }
         reloadable.withLock { $0 = next }
         return report

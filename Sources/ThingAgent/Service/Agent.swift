@@ -38,6 +38,7 @@ public final class Agent: Sendable {
     let ingestor: Ingestor
     let offlineWatch: OfflineWatch
     let transferWatch: TransferWatch
+    let otaWatch: OTAWatch
     let flusher: CacheFlusher
     let client: MQTTClient
     /// Connects, losses and reconnects, logged and counted.
@@ -79,6 +80,7 @@ public final class Agent: Sendable {
         apiRateLimiter = APIRateLimiter(rate: configuration.apiRateLimit)
         events = EventHub()
         let store: CacheStore?
+        var cachedUpgrades: [OTAUpgrade] = []
         if role == .observer {
             store = nil
             cacheLock = nil
@@ -94,6 +96,7 @@ public final class Agent: Sendable {
                 cacheLock = nil
             }
             cache = DeviceCache(try opened.loadAll(shouldStop: shouldStop))
+            if role == .service { cachedUpgrades = try OTAUpgrades.read(opened.database) }
             store = opened
         }
         // Only the service journals: it is the one process that acknowledges reports to the broker. Not
@@ -136,6 +139,13 @@ public final class Agent: Sendable {
         // The writer tells the watches what it applied, whoever caused it.
         if role == .service { writer.watches.add(offlineWatch) }
         if role != .observer { writer.watches.add(transferWatch) }
+        otaWatch = OTAWatch(stallTimeout: configuration.otaStallTimeout, writer: writer, logger: logger)
+        if role == .service {
+            // The daemon tracks every upgrade, also those a restart interrupted.
+            writer.watches.add(otaWatch)
+            writer.upgrades.load(cachedUpgrades)
+            otaWatch.watchCached(cachedUpgrades, now: Timestamp.now())
+        }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, limits: IngestLimits(configuration))
         self.ingestor = ingestor
@@ -266,6 +276,7 @@ public final class Agent: Sendable {
         await withDiscardingTaskGroup { group in
             if role == .service { group.addTask { await self.offlineWatch.run() } }
             if role != .observer { group.addTask { await self.transferWatch.run() } }
+            if role == .service { group.addTask { await self.otaWatch.run() } }
             group.addTask {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }

@@ -37,6 +37,10 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var reconnectMaxDelay: Duration = .seconds(30)
     /// A gateway transfer with no status change for this long ends as failed with failedCode `timeout`.
     public var transferStallTimeout: Duration = .seconds(120)
+    /// The firmware catalog (latest version per product) read by `firmware`, `ota --latest` and the detail page.
+    public var firmwareCatalog: String?
+    /// A firmware upgrade with no progress for this long ends as failed with failedCode `timeout`.
+    public var otaStallTimeout: Duration = .seconds(300)
     /// Thing models (`<productId>.json`) used to check property sets.
     public var modelsDirectory: String?
     /// The scenes file (`thing-agent scene`).
@@ -154,6 +158,12 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("transferStallTimeout", "THING_AGENT_TRANSFER_STALL_TIMEOUT", { c, v in
             guard let d = v.doubleValue.flatMap({ InputBounds.seconds($0) }) else { return false }
             c.transferStallTimeout = .seconds(d)
+            return true
+        }),
+        ("firmwareCatalog", "THING_AGENT_FIRMWARE_CATALOG", { c, v in setOptional(&c.firmwareCatalog, v) }),
+        ("otaStallTimeout", "THING_AGENT_OTA_STALL_TIMEOUT", { c, v in
+            guard let d = v.doubleValue.flatMap({ InputBounds.seconds($0) }) else { return false }
+            c.otaStallTimeout = .seconds(d)
             return true
         }),
         ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setDuration(&c.reconnectMinDelay, v) }),

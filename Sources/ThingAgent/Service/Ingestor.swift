@@ -158,6 +158,10 @@ final class Ingestor: Sendable {
         if case .response(let response) = decoded, case .response(let request) = kind {
             return handleResponse(response, to: request, from: device, topic: message.topic, now: now, raw: raw)
         }
+        if case .otaProgress(let report) = decoded {
+            applyUpgradeProgress(report, from: device, topic: message.topic, now: now)
+            return true
+        }
         return apply(decoded, to: device, topic: message.topic, now: now, raw: raw)
     }
 
@@ -243,6 +247,9 @@ final class Ingestor: Sendable {
             case .unchanged:
                 counters.countUnchanged()
             }
+            if case .info(let report, _) = message, let version = report["firmwareVersion"]?.stringValue {
+                endUpgrade(of: device, reporting: version, topic: topic, now: now)
+            }
         } catch let error as PayloadError {
             drop(.malformed, topic, error.reason, now: now)
         } catch is JournalError {
@@ -275,6 +282,36 @@ final class Ingestor: Sendable {
         if limiter.shouldLog(topic, now: now) {
             logger.warning("dropped a message: \(why)", metadata: [
                 "topic": String(topic.prefix(200)), "reason": reason.rawValue])
+        }
+    }
+}
+
+extension Ingestor {
+    /// A firmware upgrade's progress: applied to the device's running upgrade (counted unchanged when there is
+    /// none, or it is another version's or stale).
+    func applyUpgradeProgress(_ report: OTAProgressReport, from device: String, topic: String, now: Millis) {
+        do {
+            let before = writer.upgrades.upgrade(device)
+            let after = try writer.applyUpgradeProgress(report, device: device, now: now)
+            if after != before { counters.countApplied() } else { counters.countUnchanged() }
+        } catch {
+            counters.countDrop(.storeFailed)
+            logger.error("could not record firmware upgrade progress", metadata: ["topic": topic, "error": "\(error)"])
+        }
+    }
+
+    /// Only an info report that carries `firmwareVersion` ends an upgrade, whether it changed the cached info or
+    /// repeated it (a device that rolled back reports its old version again).
+    func endUpgrade(of device: String, reporting version: String, topic: String, now: Millis) {
+        guard writer.upgrades.upgrade(device)?.isRunning == true else { return }
+        do {
+            if let ended = try writer.applyFirmwareReport(version, device: device, now: now), !ended.isRunning {
+                logger.info("firmware upgrade ended", metadata: [
+                    "device": device, "version": ended.image.version, "stage": ended.stage.rawValue,
+                    "failedCode": ended.failedCode])
+            }
+        } catch {
+            logger.error("could not record the end of a firmware upgrade", metadata: ["topic": topic, "error": "\(error)"])
         }
     }
 }

@@ -88,10 +88,6 @@ final class TransferWatch: Sendable {
 
     /// Checks for stalls until cancelled.
     func run() async {
-        let tick = Duration.milliseconds(min(1000, max(20, Int64(stallTimeout.seconds * 100))))
-        while !Task.isCancelled {
-            try? await Task.sleep(for: tick)
-            failStalled(now: Timestamp.now())
-        }
+        await runStallChecks(timeout: stallTimeout) { failStalled(now: $0) }
     }
 }

@@ -43,12 +43,26 @@ enum InfoCommand: Command {
         let now = Timestamp.current
         // Local metadata (a cache file from before schema 3 has none; the daemon upgrades it).
         let metadata = try? LocalStore(path: configuration.database, readOnly: true).metadata(device)
+        // The running or last firmware upgrade (none in a cache file from before schema 4).
+        let upgrade = (try? CacheReader(path: configuration.database)).flatMap { try? $0.upgrade(device) } ?? nil
         if arguments.has("json") {
-            Format.printJSON(.object(snapshot.json(now: now, metadata: metadata)))
+            var object = snapshot.json(now: now, metadata: metadata)
+            if let upgrade { object["upgrade"] = .object(upgrade.json) }
+            Format.printJSON(.object(object))
         } else {
-            Console.out(text(snapshot, now: now, metadata: metadata))
+            Console.out(text(snapshot, now: now, metadata: metadata) + (upgrade.map { "\n" + upgradeLine($0, now: now) } ?? ""))
         }
         return .success
+    }
+
+    static func upgradeLine(_ upgrade: OTAUpgrade, now: Millis) -> String {
+        let state = switch upgrade.stage {
+        case .failed: "failed (failedCode \(upgrade.failedCode.terminalSafe()))"
+        case .succeeded: "succeeded"
+        default: "\(upgrade.stage.rawValue) \(upgrade.progress)%, running"
+        }
+        return "  firmware upgrade \((upgrade.fromVersion ?? "?").terminalSafe()) → \(upgrade.image.version): \(state), started "
+            + Format.age(upgrade.startedAt, now: now)
     }
 
     static func text(_ device: DeviceSnapshot, now: Millis, metadata: DeviceMetadata? = nil) -> String {

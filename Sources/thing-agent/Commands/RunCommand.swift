@@ -18,8 +18,9 @@ enum RunCommand: Command {
             Connects to the broker with a persistent session, announces itself (retained) on
             thing-agent/agents/<client-id>/status after every connect and reconnect, and runs until SIGTERM
             or SIGINT, then stops taking messages, finishes the write in progress, closes the cache and exits 0.
-            SIGHUP re-reads the configuration and applies the log level, thing models, scenes and detail
-            layout (a broken file keeps the previous one); other settings wait for a restart.
+            SIGHUP re-reads the configuration and applies the log level, thing models, scenes, detail
+            layout and firmware catalog (a broken file keeps the previous one); other settings wait for a
+            restart.
             One daemon per cache file: a second one on the same --db exits 1 at once, naming the holder.
             Under systemd (Type=notify) it reports READY=1, STATUS=, STOPPING=1 and feeds the watchdog.
             With --metrics HOST:PORT it serves Prometheus metrics at /metrics and a health check at /health

@@ -18,6 +18,10 @@ enum SimulateCommand: Command {
             OptionSpec(name: "duration", valueName: "S", help: "stop after S seconds (default 0: until SIGINT/SIGTERM)"),
             OptionSpec(name: "failure-rate", valueName: "F", help: "share of gateway transfers that fail, 0 to 1 (default 0)"),
             OptionSpec(name: "transfer-step", valueName: "S", help: "seconds between transfer stages (default 1)"),
+            OptionSpec(name: "ota-failure-rate", valueName: "F", help: "share of firmware upgrades that fail, 0 to 1 (default 0)"),
+            OptionSpec(name: "ota-fail-at", valueName: "STAGE",
+                       help: "where they fail: download, verify, flash, rollback or stall (default flash)"),
+            OptionSpec(name: "ota-step", valueName: "S", help: "seconds between firmware upgrade stages (default 1)"),
             OptionSpec(name: "max-connections", valueName: "N",
                        help: "broker connections at most, up to 300; devices beyond share pooled ones (default 250)"),
         ] + CommonOptions.options,
@@ -28,7 +32,10 @@ enum SimulateCommand: Command {
             property, 1005 out of range; accepted values are then reported), info/get and wifi/scan.
             Gateways answer gateway/transfer/start (1006 while one runs) and go through deviceConfigInit,
             deviceDataInit, osConfigInit to finish, after which the faulty gateway's sub-devices report their
-            new gateway. Sub-devices speak through their gateway's connection.
+            new gateway. Sub-devices speak through their gateway's connection. Every device answers
+            ota/start (1003 bad data, 1006 while an upgrade runs, 1007 a version not newer), reports
+            downloading, verifying, flashing, rebooting (--ota-step apart), goes offline and comes back
+            with the new firmwareVersion; --ota-failure-rate of them fail at --ota-fail-at instead.
 
             A process can hold about 300 MQTT clients (libmosquitto waits with select()), so devices beyond
             --max-connections share pooled connections of up to 200 devices; those have no will (their
@@ -99,6 +106,20 @@ enum SimulateCommand: Command {
         try duration("ramp", &options.ramp)
         try duration("duration", &options.duration)
         try duration("transfer-step", &options.transferStep, allowZero: false)
+        try duration("ota-step", &options.otaStep, allowZero: false)
+        if let text = arguments.value("ota-failure-rate") {
+            guard let rate = Double(text), (0...1).contains(rate) else {
+                throw CommandFailure(code: .usage, message: "--ota-failure-rate needs a number from 0 to 1")
+            }
+            options.otaFailureRate = rate
+        }
+        if let text = arguments.value("ota-fail-at") {
+            guard let stage = UpgradeFailure(rawValue: text) else {
+                throw CommandFailure(code: .usage, message: "--ota-fail-at needs one of "
+                    + UpgradeFailure.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            options.otaFailAt = stage
+        }
         if let text = arguments.value("failure-rate") {
             guard let rate = Double(text), (0...1).contains(rate) else {
                 throw CommandFailure(code: .usage, message: "--failure-rate needs a number from 0 to 1")

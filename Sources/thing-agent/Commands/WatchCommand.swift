@@ -49,6 +49,8 @@ enum WatchCommand: Command {
         case .transferStatusChanged(let id, let info): "\(id) transfer \(info.status)"
         case .offlineWarning(let id, _): "\(id) offline warning"
         case .backOnline(let id, _, let away): "\(id) back online after \(away / 1000) s"
+        case .upgradeChanged(let id, let upgrade):
+            "\(id) firmware \(upgrade.image.version) \(upgrade.stage.rawValue) \(upgrade.progress)%"
         }
     }
 }

@@ -18,6 +18,11 @@ struct SimulatorOptions: Sendable {
     var failureRate: Double = 0
     /// Seconds between the stages of a gateway transfer.
     var transferStep: Double = 1
+    /// Probability that a firmware upgrade fails, and where.
+    var otaFailureRate: Double = 0
+    var otaFailAt = UpgradeFailure.flash
+    /// Seconds between the stages of a firmware upgrade.
+    var otaStep: Double = 1
     /// Broker connections at most (see `ConnectionPlan`).
     var maxConnections = 250
     var spaceId: Int64 = 1001

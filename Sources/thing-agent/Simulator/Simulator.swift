@@ -127,7 +127,13 @@ final class Simulator: Sendable {
         }
     }
 
+    func connection(of device: VirtualDevice) -> SimulatorConnection? { connectionOf[device.id] }
+
     private func react(_ device: VirtualDevice, _ reaction: VirtualDevice.Reaction) {
+        if let version = reaction.startUpgrade {
+            let run = Task { await self.upgrade(device, to: version) }
+            transfers.withLock { $0["ota:" + device.id] = run }
+        }
         guard let target = reaction.startTransfer else { return }
         stats.transfers.add(1, ordering: .relaxed)
         let run = Task { await self.transfer(by: device, replacing: target) }

@@ -20,7 +20,7 @@ final class SimulatorConnection: Sendable {
     func attach(_ device: VirtualDevice) async throws {
         devices.withLock { $0[device.id] = device }
         try await client.connect()
-        var requests: [RequestKind] = [.setProperties, .getInfo]
+        var requests: [RequestKind] = [.setProperties, .getInfo, .otaStart]
         if device.plan.abilities.contains(.wifiList) { requests.append(.wifiScan) }
         if device.plan.abilities.contains(.gatewayTransfer) { requests.append(.gatewayTransferStart) }
         try await client.subscribe(requests.map { (topics.request($0, device: device.id), QoS.atLeastOnce) })
@@ -70,10 +70,11 @@ final class SimulatorStats: Sendable {
     let failed = Atomic<Int>(0)
     let answered = Atomic<Int>(0)
     let transfers = Atomic<Int>(0)
+    let upgrades = Atomic<Int>(0)
 
     var line: String {
         "\(online.load(ordering: .relaxed)) devices online, \(published.load(ordering: .relaxed)) messages sent"
             + " (\(failed.load(ordering: .relaxed)) failed), \(answered.load(ordering: .relaxed)) requests answered,"
-            + " \(transfers.load(ordering: .relaxed)) gateway transfers"
+            + " \(transfers.load(ordering: .relaxed)) gateway transfers, \(upgrades.load(ordering: .relaxed)) firmware upgrades"
     }
 }

@@ -26,6 +26,9 @@ final class VirtualDevice: Sendable {
         var gatewayId: String?
         var networks: [(ssid: String, rssi: Int, sec: Int)] = []
         var transferRunning = false
+        /// The firmware installed: the plan's, until an upgrade replaces it.
+        var firmwareVersion: String
+        var upgradeRunning = false
         var messageCounter = 0
     }
     private let state: Mutex<State>
@@ -37,7 +40,7 @@ final class VirtualDevice: Sendable {
         self.topics = topics
         // A stream apart from the one that made the plan, so plan and values do not share draws.
         var generator = SeededGenerator(seed: seed ^ 0x5EED_0F_DA7A, stream: plan.index)
-        var initial = State(generator: generator, gatewayId: plan.gatewayId)
+        var initial = State(generator: generator, gatewayId: plan.gatewayId, firmwareVersion: plan.firmwareVersion)
         for spec in model?.properties ?? [] where spec.access != .wo {
             initial.properties.append((spec.code, facts[spec.code] ?? PropertyValues.initial(spec, using: &generator)))
         }
@@ -84,7 +87,7 @@ final class VirtualDevice: Sendable {
     }
 
     func infoData() -> JSONObject {
-        let (signal, gateway) = state.withLock { ($0.wifiSignal, $0.gatewayId) }
+        let (signal, gateway, firmware) = state.withLock { ($0.wifiSignal, $0.gatewayId, $0.firmwareVersion) }
         return JSONObject([
             ("devId", .string(id)), ("name", .string(plan.name)), ("productId", .string(plan.productId)),
             ("category", .string(plan.category.rawValue)), ("ip", .string("203.0.113.\(10 + plan.index % 240)")),
@@ -95,7 +98,7 @@ final class VirtualDevice: Sendable {
             ("homekitCode", .null),
             ("connectAbility", .string(plan.category == .subdevice ? "gateway" : "phoneAndGateway")),
             ("gatewayId", gateway.map(JSONValue.string) ?? .null), ("spaceId", .integer(plan.spaceId)),
-            ("firmwareVersion", .string(plan.firmwareVersion)),
+            ("firmwareVersion", .string(firmware)),
             ("abilities", .array(plan.abilities.map { .string($0.rawValue) })),
             ("hardwareInfo", .object(JSONObject([("module", .string(plan.module)), ("flash", .string("2MB"))]))),
         ])
@@ -154,6 +157,8 @@ final class VirtualDevice: Sendable {
         var publications: [Publication] = []
         /// A gateway accepted to replace this gateway.
         var startTransfer: String?
+        /// The device accepted to install this firmware version.
+        var startUpgrade: String?
     }
 
     func handle(_ request: RequestKind, payload: [UInt8], now: Millis) -> Reaction {
@@ -200,6 +205,9 @@ final class VirtualDevice: Sendable {
             }
             if busy { return Reaction(publications: [answer(1006, "a transfer is already running")]) }
             return Reaction(publications: [answer(0)], startTransfer: target)
+        case .otaStart:
+            let (code, message, version) = answerUpgrade(object["data"]?.objectValue)
+            return Reaction(publications: [answer(code, message)], startUpgrade: version)
         }
     }
 
@@ -236,6 +244,29 @@ final class VirtualDevice: Sendable {
 
     func value(_ code: String) -> JSONValue? {
         state.withLock { state in state.properties.first { $0.code == code }?.value }
+    }
+
+    var firmwareVersion: String { state.withLock { $0.firmwareVersion } }
+
+    /// Marks an upgrade as running; false when one already runs.
+    func beginUpgrade() -> Bool {
+        state.withLock { state in
+            defer { state.upgradeRunning = true }
+            return !state.upgradeRunning
+        }
+    }
+
+    func endUpgrade() {
+        state.withLock { $0.upgradeRunning = false }
+    }
+
+    func installed(_ version: String) {
+        state.withLock { $0.firmwareVersion = version }
+    }
+
+    /// Whether the next upgrade fails, drawn from the device's own stream.
+    func drawUpgradeFailure(rate: Double) -> Bool {
+        state.withLock { $0.generator.chance(rate) }
     }
 
     /// The gateway's transfer ended; it takes new ones again.

@@ -24,9 +24,7 @@ struct AgentTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let agent = try Agent(configuration: configuration(broker, directory: directory, grace: grace))
-        let running = Task { try await agent.run() }
-        try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
-        try await Task.sleep(for: .milliseconds(50))
+        let running = try await agent.runUntilSubscribed()
         do {
             try await body(agent, directory)
         } catch {
@@ -323,8 +321,7 @@ struct AgentTests {
             var configuration = Self.configuration(broker, directory: directory)
             configuration.clientID = "restart-test"
             let agent = try Agent(configuration: configuration)
-            let running = Task { try await agent.run() }
-            try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
+            let running = try await agent.runUntilSubscribed()
             let device = try SimulatedDevice("keep", brokerURL: broker.url)
             try await device.connect()
             try await device.info(#"{"name":"Kept"}"#, time: t0)

@@ -48,9 +48,8 @@ enum CommandFixture {
         }
         configure(&configuration)
         let agent = try Agent(configuration: configuration, logger: logger)
-        let running = Task { try await agent.run() }
+        let running = try await agent.runUntilSubscribed()
         defer { running.cancel() }
-        try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
         do {
             try await body(agent)
         } catch {

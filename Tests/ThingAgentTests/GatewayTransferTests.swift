@@ -16,9 +16,8 @@ struct GatewayTransferTests {
         var configuration = AgentTests.configuration(broker, directory: directory)
         adjust(&configuration)
         let agent = try Agent(configuration: configuration)
-        let running = Task { try await agent.run() }
+        let running = try await agent.runUntilSubscribed()
         defer { running.cancel() }
-        try await waitUntil(timeout: .seconds(30)) { agent.connectionState == .connected }
         try await body(agent, configuration.database)
         running.cancel()
         _ = try? await running.value

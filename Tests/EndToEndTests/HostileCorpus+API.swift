@@ -58,6 +58,7 @@ extension HostileCorpus {
         (#"{"maxDevices":1e300}"#, "maxDevices"),
         (#"{"apiPageSize":0}"#, "apiPageSize"),
         (#"{"apiRateLimit":-1}"#, "apiRateLimit"),
+        (#"{"apiRateLimitTotal":1e300}"#, "apiRateLimitTotal"),
         (##"{"replyPrefix":"#"}"##, "replyPrefix"),
     ]
 

@@ -214,6 +214,27 @@ struct InputGuardTests {
         }
     }
 
+    /// The client is the name a request gives itself: a requester that makes up a new name for each request still
+    /// meets the budget of all clients together.
+    @Test(.timeLimit(.minutes(2)))
+    func madeUpClientNamesStillMeetTheTotalRate() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: [
+                "THING_AGENT_API_RATE_LIMIT": "1000", "THING_AGENT_API_RATE_LIMIT_TOTAL": "0.01",
+            ])
+            try await harness.startDaemon()
+            let first = try await APIService(harness, name: "rotating-1")
+            let second = try await APIService(harness, name: "rotating-2")
+            #expect(try await first.call("devices", id: "r1")["code"] == 0)
+            let over = try await second.call("devices", id: "r2")
+            #expect(over["code"] == 429)
+            #expect(over["message"]?.stringValue?.contains("in all") == true, "\(over)")
+            try await Self.waitForGuarded(harness, "apiRateLimited", atLeast: 1)
+            await first.disconnect()
+            await second.disconnect()
+        }
+    }
+
     // MARK: clocks
 
     /// `{"time":99999999999999,"status":"online"}` made every later offline stale; the same for properties.

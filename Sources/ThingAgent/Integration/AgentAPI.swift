@@ -124,6 +124,12 @@ extension Agent {
                 throw APIError(429, "too many requests from '\(requester)': at most \(configuration.apiRateLimit) "
                     + "per second; try again later")
             }
+            // Checked after the client's own budget, so that one busy client does not spend the others' share.
+            guard apiTotalRateLimiter.allow("", now: ContinuousClock.now) else {
+                ingestor.counters.countGuard(.apiRateLimited)
+                throw APIError(429, "too many requests in all: at most \(configuration.apiRateLimitTotal) per "
+                    + "second from all clients together; try again later")
+            }
             if oversized { throw APIError(400, "the request is over 256 KiB") }
             guard let request else { throw APIError(400, "the request is not a JSON object") }
             let (data, extra) = try await apiResult(method, request)

@@ -57,6 +57,8 @@ public final class Agent: Sendable {
     public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
     /// The API's per-client request budget (`apiRateLimit`) and the rate of its warnings.
     let apiRateLimiter: APIRateLimiter
+    /// The budget of all clients together (`apiRateLimitTotal`), one bucket.
+    let apiTotalRateLimiter: APIRateLimiter
     let apiLogLimiter = LogRateLimiter()
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
@@ -78,6 +80,7 @@ public final class Agent: Sendable {
         reloadable = Mutex(try ReloadableSettings(configuration, role: role))
         topics = configuration.topics
         apiRateLimiter = APIRateLimiter(rate: configuration.apiRateLimit)
+        apiTotalRateLimiter = APIRateLimiter(rate: configuration.apiRateLimitTotal)
         events = EventHub()
         let store: CacheStore?
         var cachedUpgrades: [OTAUpgrade] = []

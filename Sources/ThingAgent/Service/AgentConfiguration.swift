@@ -64,6 +64,9 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var apiPageSize = 100
     /// API requests per second one client may make (a burst of as many, at least one); 0: no limit.
     public var apiRateLimit: Double = 20
+    /// API requests per second from all clients together (a burst of as many); 0: no limit. The client a request
+    /// names is its own choice, so this bounds what a requester rotating made-up names can make the agent do.
+    public var apiRateLimitTotal: Double = 200
     /// A report time further ahead of the agent's clock than this (seconds) is replaced by the arrival time.
     public var maxClockSkew: Double = 300
     /// Property codes one device may have; new codes beyond are refused.
@@ -206,6 +209,11 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("apiRateLimit", "THING_AGENT_API_RATE_LIMIT", { c, v in
             guard let d = v.doubleValue, d >= 0, d <= 1_000_000 else { return false }
             c.apiRateLimit = d
+            return true
+        }),
+        ("apiRateLimitTotal", "THING_AGENT_API_RATE_LIMIT_TOTAL", { c, v in
+            guard let d = v.doubleValue, d >= 0, d <= 1_000_000 else { return false }
+            c.apiRateLimitTotal = d
             return true
         }),
         ("maxClockSkew", "THING_AGENT_MAX_CLOCK_SKEW", { c, v in setNumber(&c.maxClockSkew, v) }),

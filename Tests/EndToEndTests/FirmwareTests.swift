@@ -155,6 +155,53 @@ struct FirmwareTests {
     }
 
     @Test(.timeLimit(.minutes(3)))
+    func aRestartWhileRebootingDoesNotEndTheUpgradeOnTheRetainedOldInfo() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("ota2", brokerURL: broker.url)
+            try await device.connect()
+            // Retained: every daemon start is handed this info again, with its old version and old time.
+            try await device.info(#"{"productId":"p-light-1","firmwareVersion":"1.0.0"}"#, time: t0)
+            try await device.status(true, time: t0)
+            let answering = try await device.answer("ota/start") { _ in #""code":0"# }
+            _ = try await harness.waitForInfo("ota2") { $0["firmwareVersion"]?.stringValue == "1.0.0" }
+
+            let arguments = ["ota", "ota2", "--version", "2.0.0", "--url", "https://fw.example/2", "--sha256", Self.hash]
+            let running = Task { try await harness.cli(arguments, timeout: .seconds(120)) }
+            _ = try await harness.waitForInfo("ota2") { $0["upgrade"]?["stage"]?.stringValue == "accepted" }
+            let rebootTime = Timestamp.current
+            try await device.publish("ota/progress", """
+                {"time":\(rebootTime),"data":{"version":"2.0.0","state":"rebooting","progress":100}}
+                """)
+            _ = try await harness.waitForInfo("ota2") { $0["upgrade"]?["stage"]?.stringValue == "rebooting" }
+
+            harness.daemon?.signal(SIGKILL)
+            _ = await harness.daemon?.waitForExit(timeout: .seconds(10))
+            try await harness.startDaemon()
+            // Not retained, so the old info stays on the broker; it follows the replay on the same topic, so once
+            // its name is cached the replay was handled. Its old version at the reboot report's own time is no
+            // newer than that report: it ends nothing either.
+            try await device.publish("info", """
+                {"time":\(rebootTime),"data":{"firmwareVersion":"1.0.0","name":"Hall"}}
+                """)
+            _ = try await harness.waitForInfo("ota2") { $0["name"]?.stringValue == "Hall" }
+            let afterRestart = try #require(try await harness.info("ota2"))
+            #expect(afterRestart["upgrade"]?["stage"]?.stringValue == "rebooting", "\(afterRestart)")
+            #expect(afterRestart["upgrade"]?["failedCode"]?.stringValue == "", "\(afterRestart)")
+
+            try await device.info(#"{"firmwareVersion":"2.0.0"}"#, time: rebootTime + 1)
+            let result = try await running.value
+            #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+            #expect(result.stdout.contains("succeeded"), "\(result.stdout)")
+            let info = try #require(try await harness.info("ota2"))
+            #expect(info["upgrade"]?["stage"]?.stringValue == "succeeded")
+            #expect(info["firmwareVersion"]?.stringValue == "2.0.0")
+            answering.cancel()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
     func aStalledUpgradeEndsAsTimeoutAndARefusalExitsFour() async throws {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)

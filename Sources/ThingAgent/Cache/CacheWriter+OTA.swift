@@ -51,12 +51,16 @@ extension CacheWriter {
         }
     }
 
-    /// The device reported `version` in an info report: the target ends its upgrade as succeeded; any other
-    /// version after `rebooting` ends it as failed (`rollback`); before the reboot it changes nothing.
+    /// The device reported `version` in an info report of device time `time`: the target ends its upgrade as
+    /// succeeded; any other version after `rebooting` ends it as failed (`rollback`); before the reboot it changes
+    /// nothing. Info is retained on the broker, so every subscribe (a daemon restart, a lost session) replays the
+    /// info the device published before its reboot: a report not newer than the upgrade's latest progress report
+    /// is that replay, not the device's word after the reboot, and changes nothing. The start (`startedAt`) is
+    /// agent time and is not compared: a device clock running behind would then never end its upgrade.
     @discardableResult
-    func applyFirmwareReport(_ version: String, device: String, now: Millis) throws -> OTAUpgrade? {
+    func applyFirmwareReport(_ version: String, at time: Millis, device: String, now: Millis) throws -> OTAUpgrade? {
         try changeUpgrade(device) { current in
-            guard var upgrade = current, upgrade.isRunning else { return nil }
+            guard var upgrade = current, upgrade.isRunning, time > upgrade.reportTime else { return nil }
             if version == upgrade.image.version || FirmwareVersion(version) == FirmwareVersion(upgrade.image.version) {
                 upgrade.stage = .succeeded
                 upgrade.progress = 100

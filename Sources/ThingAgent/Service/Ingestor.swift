@@ -247,8 +247,8 @@ final class Ingestor: Sendable {
             case .unchanged:
                 counters.countUnchanged()
             }
-            if case .info(let report, _) = message, let version = report["firmwareVersion"]?.stringValue {
-                endUpgrade(of: device, reporting: version, topic: topic, now: now)
+            if case .info(let report, let time) = message, let version = report["firmwareVersion"]?.stringValue {
+                endUpgrade(of: device, reporting: version, at: time, topic: topic, now: now)
             }
         } catch let error as PayloadError {
             drop(.malformed, topic, error.reason, now: now)
@@ -301,11 +301,13 @@ extension Ingestor {
     }
 
     /// Only an info report that carries `firmwareVersion` ends an upgrade, whether it changed the cached info or
-    /// repeated it (a device that rolled back reports its old version again).
-    func endUpgrade(of device: String, reporting version: String, topic: String, now: Millis) {
+    /// repeated it (a device that rolled back reports its old version again), and only one newer than the
+    /// upgrade's latest progress report (`time`, the report's device time).
+    func endUpgrade(of device: String, reporting version: String, at time: Millis, topic: String, now: Millis) {
         guard writer.upgrades.upgrade(device)?.isRunning == true else { return }
         do {
-            if let ended = try writer.applyFirmwareReport(version, device: device, now: now), !ended.isRunning {
+            if let ended = try writer.applyFirmwareReport(version, at: time, device: device, now: now),
+               !ended.isRunning {
                 logger.info("firmware upgrade ended", metadata: [
                     "device": device, "version": ended.image.version, "stage": ended.stage.rawValue,
                     "failedCode": ended.failedCode])

@@ -65,10 +65,12 @@ extension Simulator {
             do { try await Task.sleep(for: .seconds(options.otaStep)) } catch { return false }
             return true
         }
+        var lastReport: Millis = 0
         for (stage, progress) in steps {
             guard await step() else { return }
+            lastReport = Timestamp.current
             await connection.publish(device.upgradeProgress(version: version, stage, progress: progress,
-                                                            now: Timestamp.current))
+                                                            now: lastReport))
             if failure == .stall { return }
             if let failure, failure != .rollback, stage == failure.lastStage, progress == 100 {
                 guard await step() else { return }
@@ -82,7 +84,8 @@ extension Simulator {
         guard await step() else { return }
         if failure != .rollback { device.installed(version) }
         await connection.publish(device.status(online: true, now: Timestamp.current))
-        await connection.publish(device.info(now: Timestamp.current))
+        // The agent takes only an info newer than the reboot report as the device's word after the reboot.
+        await connection.publish(device.info(now: max(Timestamp.current, lastReport + 1)))
         stats.upgrades.add(1, ordering: .relaxed)
     }
 }

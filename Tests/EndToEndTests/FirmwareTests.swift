@@ -284,6 +284,38 @@ struct FirmwareRolloutTests {
         }
     }
 
+    /// A start the daemon does not answer is an outcome of the rollout, not the end of the command: the table is
+    /// still printed, and it counts as a failure.
+    @Test(.timeLimit(.minutes(3)))
+    func aStartTheDaemonDoesNotAnswerIsListedAndTheRolloutEndsWithItsTable() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let catalog = try FirmwareTests.catalog(in: harness.directory)
+            let config = harness.directory + "/patience.json"
+            try #"{"requestTimeout": 1}"#.write(toFile: config, atomically: true, encoding: .utf8)
+            try await harness.startDaemon()
+            var devices: [SimulatedDevice] = []
+            for id in ["dev-q1", "dev-q2"] {
+                let device = try SimulatedDevice(id, brokerURL: broker.url)
+                try await device.connect()
+                try await device.info(#"{"productId":"p-light-1","firmwareVersion":"1.0.0"}"#, time: t0)
+                try await device.status(true, time: t0)
+                _ = try await harness.waitForInfo(id) { $0["online"]?.boolValue == true }
+                devices.append(device)
+            }
+            let daemon = try #require(harness.daemon)
+            daemon.signal(SIGSTOP)
+            let rollout = try await harness.cli(["ota", "--product", "p-light-1", "--latest", "--catalog", catalog,
+                                                 "--config", config, "--json"], timeout: .seconds(60))
+            daemon.signal(SIGCONT)
+            #expect(rollout.status == 1, "\(rollout.stdout) \(rollout.stderr)")
+            let outcomes = try JSONParser.parse(rollout.stdout).arrayValue ?? []
+            let results = outcomes.compactMap { $0["result"]?.stringValue }.sorted()
+            #expect(results == ["not started", "timeout"], "\(rollout.stdout) \(rollout.stderr)")
+            for device in devices { await device.disconnect() }
+        }
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func aRolloutStopsStartingUpgradesAfterKFailuresAndExitsOne() async throws {
         try await withBroker { broker in

@@ -54,10 +54,20 @@ struct OTARollout {
                 } catch let refusal as DaemonAPI.Refusal {
                     ended(Outcome(deviceId: device.id, from: from, result: refusal.code == 409 ? "offline" : "refused",
                                   detail: refusal.message.terminalSafe()))
+                } catch {
+                    // No answer in time, or the broker went away: the rollout goes on and lists it (the daemon may
+                    // still start it once the request reaches it; `info` then shows it).
+                    ended(Outcome(deviceId: device.id, from: from, result: "timeout",
+                                  detail: "\(error)".terminalSafe()))
                 }
             }
             for (id, upgrade) in running.sorted(by: { $0.key < $1.key }) {
-                if let row = try? reader.upgrade(id), row.startedAt >= upgrade.startedAt, !row.isRunning {
+                let row = try? reader.upgrade(id)
+                if row == nil, Self.isRemoved(id, reader) {
+                    // Removed meanwhile: its upgrade row went with it, and nothing will end it.
+                    running[id] = nil
+                    ended(Outcome(deviceId: id, from: upgrade.from, result: "failed", detail: "the device was removed"))
+                } else if let row, row.startedAt >= upgrade.startedAt, !row.isRunning {
                     running[id] = nil
                     if row.stage == .succeeded { await OTACommand.waitForReportedVersion(row, reader: reader) }
                     ended(Outcome(deviceId: id, from: upgrade.from, result: row.stage == .succeeded ? "succeeded"
@@ -80,6 +90,11 @@ struct OTARollout {
             if !running.isEmpty { try await Task.sleep(for: .milliseconds(200)) }
         }
         return outcomes + notStarted
+    }
+
+    /// True only when the cache says the device is gone (a failed read is not a removal).
+    private static func isRemoved(_ id: String, _ reader: CacheReader) -> Bool {
+        do { return try reader.device(id) == nil } catch { return false }
     }
 
     private func request(for device: String) -> JSONObject {

@@ -48,15 +48,17 @@ struct OTAManagerTests {
                 let started = try await manager.startUpgrade()
                 #expect(started.stage == .accepted && started.fromVersion == "1.4.2")
 
+                let rebootTime = Timestamp.current
                 try await device.publish("ota/progress", """
-                    {"time":\(Timestamp.current),"data":{"version":"1.5.0","state":"rebooting","progress":100}}
+                    {"time":\(rebootTime),"data":{"version":"1.5.0","state":"rebooting","progress":100}}
                     """)
                 try await waitUntil { manager.currentUpgrade()?.stage == .rebooting }
                 // Another version's report changes nothing; the target version ends it.
                 try await device.publish("ota/progress", """
                     {"time":\(Timestamp.current),"data":{"version":"9.9.9","state":"failed"}}
                     """)
-                try await device.info(#"{"firmwareVersion":"1.5.0"}"#, time: Timestamp.current)
+                // After its reboot report: only a newer info is the device's word after the reboot.
+                try await device.info(#"{"firmwareVersion":"1.5.0"}"#, time: rebootTime + 1)
                 var seen: [OTAStage] = []
                 for await upgrade in updates {
                     seen.append(upgrade.stage)

@@ -110,21 +110,28 @@ struct FirmwareTests {
         }
     }
 
+    /// A daemon, a scripted device `id` at 1.0.0 (its info retained, at t0) that accepts `ota/start`, and
+    /// `ota id --version 2.0.0` running until the upgrade is accepted.
+    static func startScriptedUpgrade(_ harness: AgentHarness, device id: String) async throws
+        -> (device: SimulatedDevice, answering: Task<Void, Never>, running: Task<ProcessResult, any Error>) {
+        try await harness.startDaemon()
+        let device = try SimulatedDevice(id, brokerURL: harness.broker.url)
+        try await device.connect()
+        try await device.info(#"{"productId":"p-light-1","firmwareVersion":"1.0.0"}"#, time: t0)
+        try await device.status(true, time: t0)
+        let answering = try await device.answer("ota/start") { _ in #""code":0"# }
+        _ = try await harness.waitForInfo(id) { $0["firmwareVersion"]?.stringValue == "1.0.0" }
+        let arguments = ["ota", id, "--version", "2.0.0", "--url", "https://fw.example/2", "--sha256", hash]
+        let running = Task { try await harness.cli(arguments, timeout: .seconds(120)) }
+        _ = try await harness.waitForInfo(id) { $0["upgrade"]?["stage"]?.stringValue == "accepted" }
+        return (device, answering, running)
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func anUpgradeSurvivesADaemonRestartAndEndsOnlyOnTheReportedVersion() async throws {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)
-            try await harness.startDaemon()
-            let device = try SimulatedDevice("ota1", brokerURL: broker.url)
-            try await device.connect()
-            try await device.info(#"{"productId":"p-light-1","firmwareVersion":"1.0.0"}"#, time: t0)
-            try await device.status(true, time: t0)
-            let answering = try await device.answer("ota/start") { _ in #""code":0"# }
-            _ = try await harness.waitForInfo("ota1") { $0["firmwareVersion"]?.stringValue == "1.0.0" }
-
-            let arguments = ["ota", "ota1", "--version", "2.0.0", "--url", "https://fw.example/2", "--sha256", Self.hash]
-            let running = Task { try await harness.cli(arguments, timeout: .seconds(120)) }
-            _ = try await harness.waitForInfo("ota1") { $0["upgrade"]?["stage"]?.stringValue == "accepted" }
+            let (device, answering, running) = try await Self.startScriptedUpgrade(harness, device: "ota1")
             func progress(_ state: String, _ percent: Int) async throws {
                 try await device.publish("ota/progress", """
                     {"time":\(Timestamp.current),"data":{"version":"2.0.0","state":"\(state)","progress":\(percent)}}
@@ -158,18 +165,7 @@ struct FirmwareTests {
     func aRestartWhileRebootingDoesNotEndTheUpgradeOnTheRetainedOldInfo() async throws {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)
-            try await harness.startDaemon()
-            let device = try SimulatedDevice("ota2", brokerURL: broker.url)
-            try await device.connect()
-            // Retained: every daemon start is handed this info again, with its old version and old time.
-            try await device.info(#"{"productId":"p-light-1","firmwareVersion":"1.0.0"}"#, time: t0)
-            try await device.status(true, time: t0)
-            let answering = try await device.answer("ota/start") { _ in #""code":0"# }
-            _ = try await harness.waitForInfo("ota2") { $0["firmwareVersion"]?.stringValue == "1.0.0" }
-
-            let arguments = ["ota", "ota2", "--version", "2.0.0", "--url", "https://fw.example/2", "--sha256", Self.hash]
-            let running = Task { try await harness.cli(arguments, timeout: .seconds(120)) }
-            _ = try await harness.waitForInfo("ota2") { $0["upgrade"]?["stage"]?.stringValue == "accepted" }
+            let (device, answering, running) = try await Self.startScriptedUpgrade(harness, device: "ota2")
             let rebootTime = Timestamp.current
             try await device.publish("ota/progress", """
                 {"time":\(rebootTime),"data":{"version":"2.0.0","state":"rebooting","progress":100}}

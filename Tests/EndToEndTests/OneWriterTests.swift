@@ -75,6 +75,27 @@ struct OneWriterTests {
         }
     }
 
+    /// The CLI asks for its answer under the configured reply prefix, not the default one the daemon would refuse.
+    @Test(.timeLimit(.minutes(2)))
+    func theCLIsWritesUseTheConfiguredReplyPrefix() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let config = URL(fileURLWithPath: harness.database).deletingLastPathComponent()
+                .appendingPathComponent("prefix.json").path
+            try #"{"replyPrefix": "fleet/answers/"}"#.write(toFile: config, atomically: true, encoding: .utf8)
+            try await harness.startDaemon(["--config", config])
+            let device = try SimulatedDevice("lamp7", brokerURL: broker.url)
+            try await device.connect()
+            try await device.info(#"{"name":"Lamp","productId":"p-light-1"}"#, time: t0)
+            _ = try await harness.waitForInfo("lamp7") { $0["name"] == "Lamp" }
+            let edit = try await harness.cli(["edit", "lamp7", "--name", "Desk lamp", "--timeout", "10",
+                                              "--config", config])
+            #expect(edit.status == 0, "\(edit.stderr)")
+            _ = try await harness.waitForInfo("lamp7") { $0["name"] == "Desk lamp" }
+            await device.disconnect()
+        }
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func withoutADaemonTheCommandWritesTheFileItself() async throws {
         try await withBroker { broker in

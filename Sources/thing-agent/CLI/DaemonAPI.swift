@@ -20,7 +20,7 @@ struct DaemonAPI {
     func call(_ method: String, _ request: JSONObject) async throws -> JSONValue {
         let clientID = configuration.commandClientID
         // Under the user's own name, as the shipped ACL lets every user read thing-agent/replies/<user>/#.
-        let replyTo = "thing-agent/replies/\(configuration.username ?? "thing-agent-cli")/\(clientID)"
+        let replyTo = "\(configuration.replyPrefix)\(configuration.username ?? "thing-agent-cli")/\(clientID)"
         let client: MQTTClient
         do {
             client = try MQTTClient(configuration: configuration.mqtt(clientID: clientID))

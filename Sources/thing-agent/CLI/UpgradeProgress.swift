@@ -25,19 +25,25 @@ struct UpgradeProgress {
         }
     }
 
+    /// The bar's filled cells, 0...width. The progress comes from the device: clamped, so that no value it sends
+    /// can make the bar trap.
+    static func filledCells(_ upgrade: OTAUpgrade, width: Int) -> Int {
+        width * min(max(percent(upgrade), 0), 100) / 100
+    }
+
     mutating func show(_ upgrade: OTAUpgrade) {
         if let last = lastShown, last == (upgrade.stage, upgrade.progress) { return }
         lastShown = (upgrade.stage, upgrade.progress)
         let elapsed = Int((ContinuousClock.now - started).components.seconds)
         let name = switch upgrade.stage {
         case .accepted: "accepted, waiting for the first report"
-        case .succeeded: "succeeded: \(upgrade.deviceId) reports \(upgrade.image.version)"
+        case .succeeded: "succeeded: \(upgrade.deviceId) reports \(upgrade.image.version.terminalSafe())"
         case .failed: "failed (failedCode \(upgrade.failedCode.terminalSafe()))"
         default: "\(upgrade.stage.rawValue) \(upgrade.progress)%"
         }
         if interactive {
             let width = 24
-            let filled = width * Self.percent(upgrade) / 100
+            let filled = Self.filledCells(upgrade, width: width)
             let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
             write("\r\u{1B}[K[\(bar)] \(name)  \(elapsed) s")
             if !upgrade.isRunning { write("\n") }

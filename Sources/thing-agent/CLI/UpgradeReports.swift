@@ -40,7 +40,7 @@ final class UpgradeReports: Sendable {
                       data["version"]?.stringValue == version,
                       let stage = data["state"]?.stringValue.flatMap(OTAStage.init) else { continue }
                 let time = object["time"]?.int64Value ?? 0
-                let report = Report(stage: stage, progress: Int(data["progress"]?.int64Value ?? 0), time: time)
+                let report = Report(stage: stage, progress: Int(min(max(data["progress"]?.int64Value ?? 0, 0), 100)), time: time)
                 reports.record(report)
             }
         }

@@ -95,6 +95,7 @@ struct ShippedBrokerConfigTests {
                 "thing-agent/events/dev1/properties", "thing-agent/replies/svc-dashboard/1",
                 "thing-agent/agents/thing-agent/status", "thing-agent/api/other-agent/request/info",
                 "things/dev1/thing/ota/start", "things/dev1/thing/ota/progress",
+                "thing-agent/api/thing-agent/request/ota",
             ], reaching: witness, marker: "thing-agent/api/thing-agent/request/info")
             await service.disconnect()
             // As a service subscribes (the feed, its answers, the announcement), and broader filters too.

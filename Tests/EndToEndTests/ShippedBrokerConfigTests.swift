@@ -45,19 +45,22 @@ struct ShippedBrokerConfigTests {
     func aDeviceWritesOnlyItsOwnTopicsAndReadsOnlyItsOwnRequests() async throws {
         try await Self.withWriter("dev1") { broker, device, witness in
             let own = ["properties", "status", "signal", "info", "gateway/transfer/status", "properties/set_response",
-                       "info/get_response", "wifi/scan_response", "gateway/transfer/start_response"]
+                       "info/get_response", "wifi/scan_response", "gateway/transfer/start_response",
+                       "ota/start_response", "ota/progress"]
             try await expectAccess(device, allowed: own.map { "things/dev1/thing/\($0)" }, denied: [
                 "things/dev2/thing/properties", "things/dev2/thing/status", "things/dev2/thing/info",
                 "things/dev1/thing/properties/set", "things/dev1/thing/unbind", "things/dev2/thing/unbind",
+                "things/dev2/thing/ota/progress", "things/dev2/thing/ota/start_response", "things/dev1/thing/ota/start",
                 "thing-agent/events/dev1/properties", "thing-agent/api/thing-agent/request/set",
                 "thing-agent/agents/thing-agent/status", "thing-agent/replies/svc-dashboard/1",
             ], reaching: witness, marker: "things/dev1/thing/status")
             // One connection per user on the fleet listener (its client id is the user name): the writer goes.
             await device.disconnect()
             try await Self.expectReads(broker, "dev1", allowed: [
-                "properties/set", "info/get", "wifi/scan", "gateway/transfer/start", "unbind",
+                "properties/set", "info/get", "wifi/scan", "gateway/transfer/start", "unbind", "ota/start",
             ].map { "things/dev1/thing/\($0)" }, denied: [
                 "things/dev2/thing/properties/set", "things/dev1/thing/status", "thing-agent/events/x/status",
+                "things/dev2/thing/ota/start",
                 "thing-agent/replies/svc-dashboard/1",
             ], marker: "things/dev1/thing/info/get")
         }
@@ -67,16 +70,18 @@ struct ShippedBrokerConfigTests {
     func aGatewayAlsoWritesTheTopicsOfTheSubDevicesItsBlockNames() async throws {
         try await Self.withWriter("gw-example") { broker, gateway, witness in
             let sub = ["properties", "status", "signal", "info", "properties/set_response", "info/get_response",
-                       "wifi/scan_response"]
+                       "wifi/scan_response", "ota/start_response", "ota/progress"]
             try await expectAccess(gateway, allowed: sub.map { "things/sub-example-1/thing/\($0)" }
                                    + ["things/gw-example/thing/gateway/transfer/status"], denied: [
                 "things/dev1/thing/info", "things/dev1/thing/properties", "things/sub-example-1/thing/unbind",
-                "things/sub-example-1/thing/properties/set",
+                "things/sub-example-1/thing/properties/set", "things/sub-example-1/thing/ota/start",
+                "things/dev1/thing/ota/progress", "things/dev1/thing/ota/start_response",
             ], reaching: witness, marker: "things/gw-example/thing/status")
             await gateway.disconnect()
             try await Self.expectReads(broker, "gw-example", allowed: [
                 "things/sub-example-1/thing/info/get", "things/gw-example/thing/wifi/scan",
-            ], denied: ["things/dev1/thing/properties/set"], marker: "things/sub-example-1/thing/properties/set")
+                "things/sub-example-1/thing/ota/start", "things/gw-example/thing/ota/start",
+            ], denied: ["things/dev1/thing/properties/set", "things/dev1/thing/ota/start"], marker: "things/sub-example-1/thing/properties/set")
         }
     }
 
@@ -89,6 +94,8 @@ struct ShippedBrokerConfigTests {
                 "things/dev1/thing/properties/set", "things/dev1/thing/properties", "things/dev1/thing/unbind",
                 "thing-agent/events/dev1/properties", "thing-agent/replies/svc-dashboard/1",
                 "thing-agent/agents/thing-agent/status", "thing-agent/api/other-agent/request/info",
+                "things/dev1/thing/ota/start", "things/dev1/thing/ota/progress",
+                "thing-agent/api/thing-agent/request/ota",
             ], reaching: witness, marker: "thing-agent/api/thing-agent/request/info")
             await service.disconnect()
             // As a service subscribes (the feed, its answers, the announcement), and broader filters too.
@@ -101,6 +108,7 @@ struct ShippedBrokerConfigTests {
             ], denied: [
                 "thing-agent/replies/svc-other/r1", "things/dev1/thing/properties/set",
                 "thing-agent/api/thing-agent/request/info", "things/dev1/thing/status",
+                "things/dev1/thing/ota/start",
             ], marker: "thing-agent/events/dev1/status")
         }
     }
@@ -116,18 +124,24 @@ struct ShippedBrokerConfigTests {
                 "things/dev1/thing/properties", "things/dev1/thing/signal",
                 "things/dev1/thing/gateway/transfer/status", "things/dev1/thing/properties/set_response",
                 "thing-agent/events/dev1/status", "thing-agent/agents/thing-agent/status",
+                "things/dev1/thing/ota/progress", "things/dev1/thing/ota/start_response",
+                // ota asks the daemon, which alone sends the upgrade request.
+                "things/dev1/thing/ota/start",
             ], reaching: witness, marker: "things/dev1/thing/properties/set")
 
-            // What watch, transfer, set, info --fetch and wifi-scan read: every device topic (the filters the CLI
-            // subscribes to), fed by a gateway; and the agent's announcement, fed by the agent.
+            // What watch, transfer, set, info --fetch, wifi-scan and ota read: every device topic (the filters the
+            // CLI subscribes to, and ota's one device's progress), fed by a gateway; and the agent's announcement,
+            // fed by the agent.
             let reader = try await BrokerProbe.connect(
                 try broker.client("thing-agent-cli", agentListener: true),
-                subscribing: Topics().subscriptions.map(\.filter) + ["thing-agent/agents/+/status",
+                subscribing: Topics().subscriptions.map(\.filter) + [Topics().otaProgress("gw-example"),
+                                                                     "thing-agent/agents/+/status",
                                                                      "thing-agent/replies/svc-dashboard/1"])
             let gateway = try broker.client("gw-example")
             try await gateway.connect()
             let reports = ["properties", "signal", "info", "gateway/transfer/status", "gateway/transfer/start_response",
-                           "properties/set_response", "info/get_response", "wifi/scan_response"]
+                           "properties/set_response", "info/get_response", "wifi/scan_response",
+                           "ota/start_response", "ota/progress"]
             try await expectAccess(gateway, allowed: reports.map { "things/gw-example/thing/\($0)" }, denied: [],
                                    reaching: reader, marker: "things/gw-example/thing/status")
             await gateway.disconnect()
@@ -136,6 +150,19 @@ struct ShippedBrokerConfigTests {
                                        allowed: ["thing-agent/agents/thing-agent/status",
                                                  "thing-agent/replies/thing-agent-cli/1"],
                                        denied: ["thing-agent/replies/svc-dashboard/1"], marker: "things/dev1/thing/info")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func theAgentSendsRequestsIncludingFirmwareUpgradesButWritesNoDeviceReport() async throws {
+        try await Self.withWriter("thing-agent", agentListener: true) { _, agent, witness in
+            let requests = ["properties/set", "info/get", "wifi/scan", "gateway/transfer/start", "ota/start",
+                            "status", "info", "unbind"]
+            try await expectAccess(agent, allowed: requests.map { "things/dev1/thing/\($0)" }
+                                   + ["thing-agent/agents/thing-agent/status"], denied: [
+                "things/dev1/thing/properties", "things/dev1/thing/signal", "things/dev1/thing/ota/progress",
+                "things/dev1/thing/ota/start_response", "things/dev1/thing/properties/set_response",
+            ], reaching: witness, marker: "things/dev1/thing/info/get")
         }
     }
 }

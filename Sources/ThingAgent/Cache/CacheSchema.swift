@@ -122,6 +122,30 @@ enum CacheSchema {
                 ended_at     INTEGER
             ) WITHOUT ROWID;
             """),
+        // Pairings (thing-agent pair) and the devices they activated. The token is kept only as its SHA-256
+        // (hex): the file never holds what would activate a device. `cleaned` is set once the pairing's bootstrap
+        // broker credentials are deleted. `provisioned_devices` holds what the broker's roles are computed from.
+        Migration(version: 7, name: "pairings, provisioned devices", sql: """
+            CREATE TABLE pairings (
+                username   TEXT PRIMARY KEY NOT NULL,
+                token_hash TEXT NOT NULL UNIQUE,
+                space_id   INTEGER,
+                gateway_id TEXT,
+                product_id TEXT,
+                created_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL,
+                state      TEXT NOT NULL DEFAULT 'pending',
+                dev_id     TEXT,
+                ended_at   INTEGER,
+                cleaned    INTEGER NOT NULL DEFAULT 0
+            ) WITHOUT ROWID;
+            CREATE TABLE provisioned_devices (
+                dev_id       TEXT PRIMARY KEY NOT NULL,
+                gateway_id   TEXT,
+                pairing      TEXT NOT NULL,
+                activated_at INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            """),
     ]
 
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.
@@ -133,7 +157,7 @@ enum CacheSchema {
     static var deviceColumns: [String] { ["dev_id"] + DeviceInfo.fields.map(\.column) + stateColumns }
 
     /// Deletes everything the file keeps about a device: its cached row (properties and transfer go with it by
-    /// cascade), the local tables of migration 3 and the upgrades of migration 5, which have no foreign keys to
+    /// cascade), the local tables of migration 3, the upgrades of migration 5 and the provisioning of migration 7, which have no foreign keys to
     /// cascade from.
     static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
         try db.transaction(.immediate) {
@@ -143,6 +167,7 @@ enum CacheSchema {
             try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(id)])
             try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(id)])
             try db.run("DELETE FROM ota_upgrades WHERE dev_id = ?", [.text(id)])
+            try db.run("DELETE FROM provisioned_devices WHERE dev_id = ?", [.text(id)])
             return existed
         }
     }

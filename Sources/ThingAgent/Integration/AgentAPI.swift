@@ -65,6 +65,7 @@ extension Agent {
     /// The methods the API answers.
     public static let apiMethods = [
         "info", "devices", "set", "edit", "group", "network", "remove", "detail", "health", "firmware", "ota",
+        "pair", "pairRevoke", "pairings",
     ]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
@@ -73,7 +74,7 @@ extension Agent {
         await withDiscardingTaskGroup { group in
             for await message in queue.stream {
                 let method = String(message.topic.dropFirst(queue.prefix.count))
-                if ["set", "remove", "detail", "ota"].contains(method) {
+                if ["set", "remove", "detail", "ota", "pair", "pairRevoke"].contains(method) {
                     group.addTask { await self.answer(message, method: method, counters: queue.counters) }
                 } else {
                     await answer(message, method: method, counters: queue.counters)
@@ -209,6 +210,8 @@ extension Agent {
         case "ota":
             let (id, snapshot) = try known()
             return (try await apiOTA(request, device: id, snapshot: snapshot), [:])
+        case "pair", "pairRevoke", "pairings":
+            return (try await apiPairing(method, request), [:])
         default:
             throw APIError(404, "unknown method '\(method)'; methods: \(Self.apiMethods.joined(separator: ", "))")
         }

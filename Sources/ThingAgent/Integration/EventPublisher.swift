@@ -20,6 +20,7 @@ enum EventPublisher {
         case .offlineWarning: "offline"
         case .backOnline: "online"
         case .upgradeChanged: "ota"
+        case .activated: "activated"
         }
     }
 
@@ -61,6 +62,9 @@ enum EventPublisher {
             object["awayMs"] = .integer(away)
         case .upgradeChanged(_, let upgrade):
             object["data"] = .object(upgrade.json)
+        case .activated(_, let pairing, let gateway):
+            object["pairing"] = .string(pairing)
+            object["gatewayId"] = gateway.map(JSONValue.string) ?? .null
         }
         return object
     }

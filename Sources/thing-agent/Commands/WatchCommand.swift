@@ -51,6 +51,7 @@ enum WatchCommand: Command {
         case .backOnline(let id, _, let away): "\(id) back online after \(away / 1000) s"
         case .upgradeChanged(let id, let upgrade):
             "\(id) firmware \(upgrade.image.version) \(upgrade.stage.rawValue) \(upgrade.progress)%"
+        case .activated(let id, _, let gateway): "\(id) activated" + (gateway.map { " by gateway \($0)" } ?? "")
         }
     }
 }

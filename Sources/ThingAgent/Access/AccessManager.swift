@@ -171,6 +171,11 @@ final class AccessManager: Sendable {
         }
     }
 
+    /// The ACLs of a managed role as the broker has them after the last change (nil: no such role).
+    func acls(of role: String) -> Set<RoleACL>? {
+        applied.withLock { $0[role] }
+    }
+
     // MARK: the difference
 
     /// The managed roles as they should be.

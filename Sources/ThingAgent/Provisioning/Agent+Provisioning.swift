@@ -17,6 +17,8 @@ public struct PairingSession: Sendable {
             await withCheckedContinuation { continuation in
                 box.set(continuation)
                 provisioning.wait(for: made.pairing.username) { box.resume($0) }
+                // It may have ended before the wait began.
+                if let ended = provisioning.outcome(of: made.pairing.username) { box.resume(ended) }
             }
         } expire: {
             box.resume(.failure(.timeout))

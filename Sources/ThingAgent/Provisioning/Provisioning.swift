@@ -91,6 +91,19 @@ final class Provisioning: Sendable {
         waiters.withLock { $0[username, default: []].append(body) }
     }
 
+    /// How the pairing ended, from the file; nil while it is pending (or unknown).
+    func outcome(of username: String) -> Result<DeviceInfo, PairingError>? {
+        guard let pairing = try? store.pairing(username: username) else { return nil }
+        switch pairing.state(at: Timestamp.now()) {
+        case .pending: return nil
+        case .expired: return .failure(.expired)
+        case .revoked: return .failure(.revoked)
+        case .used:
+            guard let id = pairing.deviceId else { return nil }
+            return .success(access.cache.device(id)?.info ?? DeviceInfo(devId: id))
+        }
+    }
+
     func ended(_ username: String, _ result: Result<DeviceInfo, PairingError>) {
         for waiter in waiters.withLock({ $0.removeValue(forKey: username) }) ?? [] { waiter(result) }
     }

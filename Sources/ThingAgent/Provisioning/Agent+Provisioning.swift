@@ -109,10 +109,10 @@ extension Agent {
     @discardableResult
     public func revokePairing(token: String) async throws -> Pairing {
         let provisioning = try requireProvisioning()
-        guard let pairing = try provisioning.store.revoke(tokenHash: Secrets.hash(token), now: Timestamp.now()) else {
+        guard let (pairing, revoked) = try provisioning.store.revoke(tokenHash: Secrets.hash(token), now: Timestamp.now()) else {
             throw APIError(404, "no pairing has this token")
         }
-        guard pairing.state == .revoked else {
+        guard revoked else {
             throw APIError(409, "the pairing \(pairing.username) already ended (\(pairing.state.rawValue))")
         }
         provisioning.ended(pairing.username, .failure(.revoked))

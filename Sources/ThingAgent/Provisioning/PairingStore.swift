@@ -45,10 +45,13 @@ public final class PairingStore: Sendable {
         }
     }
 
-    /// Every pairing, newest first.
+    /// Every pairing, newest first (none in a file a build before pairings wrote, read without migrating).
     public func all() throws -> [Pairing] {
         try withDatabase { db in
-            try db.query("SELECT \(Self.columns) FROM pairings ORDER BY created_at DESC, username")
+            guard try db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pairings'") != nil else {
+                return []
+            }
+            return try db.query("SELECT \(Self.columns) FROM pairings ORDER BY created_at DESC, username")
                 .compactMap(Self.pairing)
         }
     }
@@ -87,14 +90,16 @@ public final class PairingStore: Sendable {
         }
     }
 
-    /// Ends a pending pairing as revoked; nil when no pairing has this token.
-    func revoke(tokenHash: String, now: Millis) throws -> Pairing? {
+    /// Ends a pending pairing as revoked; nil when no pairing has this token, `revoked` false when it had already
+    /// ended.
+    func revoke(tokenHash: String, now: Millis) throws -> (pairing: Pairing, revoked: Bool)? {
         try withDatabase { db in
             try db.run("""
                 UPDATE pairings SET state = 'revoked', ended_at = ? WHERE token_hash = ? AND state = 'pending'
                 """, [.integer(now), .text(tokenHash)])
+            let revoked = db.changes == 1
             return try db.query("SELECT \(Self.columns) FROM pairings WHERE token_hash = ?", [.text(tokenHash)])
-                .first.flatMap(Self.pairing)
+                .first.flatMap(Self.pairing).map { ($0, revoked) }
         }
     }
 

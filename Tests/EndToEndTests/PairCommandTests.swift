@@ -71,6 +71,7 @@ struct PairCommandTests {
             let password = try #require(made["password"]?.stringValue)
             let token = try #require(made["token"]?.stringValue)
             #expect(made["expiresAt"]?.int64Value != nil)
+            #expect(made["clientId"] == nil)
 
             let answer = try await Self.activate(broker, user: user, password: password, token: token, device: "lamp-1",
                                                  in: harness.directory)
@@ -85,7 +86,7 @@ struct PairCommandTests {
 
             // The device reports with its own credentials.
             let online = try await runCommand("/usr/bin/mosquitto_pub", [
-                "-h", "127.0.0.1", "-p", "\(broker.port)", "-u", "lamp-1", "-P", devicePassword, "-q", "1", "-r",
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", "lamp-1", "-u", "lamp-1", "-P", devicePassword, "-q", "1", "-r",
                 "-t", "things/lamp-1/thing/status", "-m", #"{"status":"online","time":1764450000000}"#,
             ])
             #expect(online.status == 0)
@@ -109,7 +110,7 @@ struct PairCommandTests {
             // Removed: its credentials no longer connect.
             #expect(try await harness.cli(["remove", "lamp-1"] + Self.cliUser).status == 0)
             let refused = try await runCommand("/usr/bin/mosquitto_pub", [
-                "-h", "127.0.0.1", "-p", "\(broker.port)", "-u", "lamp-1", "-P", devicePassword, "-q", "1",
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", "lamp-1", "-u", "lamp-1", "-P", devicePassword, "-q", "1",
                 "-t", "things/lamp-1/thing/status", "-m", #"{"status":"online","time":1764450000001}"#,
             ])
             #expect(refused.status != 0)

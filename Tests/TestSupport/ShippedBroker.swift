@@ -65,6 +65,15 @@ public final class ShippedBroker: Sendable {
             case "password_file", "acl_file":
                 lines.append("\(key) \(directory)/\(URL(fileURLWithPath: words[1]).lastPathComponent)")
             case "persistence_location": lines.append("persistence_location \(directory)/")
+            case "plugin_opt_config_file":
+                lines.append("plugin_opt_config_file \(directory)/\(URL(fileURLWithPath: words[1]).lastPathComponent)")
+            case "plugin":
+                // The shipped path is Debian's on amd64; another architecture has it under its own triplet.
+                guard let plugin = FileManager.default.fileExists(atPath: words[1])
+                    ? words[1] : MosquittoBroker.dynamicSecurityPlugin else {
+                    throw TestSupportError("the dynamic-security plugin is not installed: \(line)")
+                }
+                lines.append("plugin \(plugin)")
             default:
                 if words[1].hasPrefix("/") { throw TestSupportError("a path the test does not replace: \(line)") }
                 lines.append(line)
@@ -80,7 +89,7 @@ public final class ShippedBroker: Sendable {
 
     /// Started as root, mosquitto drops to the user "mosquitto" (the shipped config names no other): it must be
     /// able to read its files and write its data there.
-    private static func handOver(_ directory: String) throws {
+    static func handOver(_ directory: String) throws {
         guard geteuid() == 0, let user = getpwnam("mosquitto") else { return }
         let uid = user.pointee.pw_uid, gid = user.pointee.pw_gid
         chown(directory, uid, gid)

@@ -131,8 +131,9 @@ final class DeviceConnection: Sendable {
 }
 
 /// Whether `user` can connect with `password` now.
-func canConnect(_ broker: MosquittoBroker, user: String, password: String) async throws -> Bool {
-    var configuration = MQTTConfiguration(url: broker.url, clientID: "\(user)-probe-\(UInt16.random(in: 0...UInt16.max))")
+func canConnect(_ broker: MosquittoBroker, user: String, password: String, clientID: String? = nil) async throws -> Bool {
+    // By default the client id the credentials are pinned to: any other is refused whether or not they still exist.
+    var configuration = MQTTConfiguration(url: broker.url, clientID: clientID ?? user)
     configuration.username = user
     configuration.password = password
     let client = try MQTTClient(configuration: configuration)
@@ -188,7 +189,7 @@ extension ProvisionedFleet {
         let answers = try await dynsec([
             .createRole("tester"), .addRoleACL("tester", .send("things/+/thing/activate")),
             .addRoleACL("tester", .subscribe("things/+/thing/activate_response")),
-            .createClient(username: "tester", password: "tester-secret", roles: ["tester"]),
+            .createClient(username: "tester", password: "tester-secret", clientID: nil, roles: ["tester"]),
         ])
         guard answers.allSatisfy(\.succeeded) else { throw TestSupportError("could not make the tester: \(answers)") }
         return try await DeviceConnection.connect(broker, user: "tester", password: "tester-secret")

@@ -25,6 +25,10 @@ struct ProvisioningTests {
             let user = try #require(answer["data"]?["username"]?.stringValue)
             let password = try #require(answer["data"]?["password"]?.stringValue)
             #expect(user == "d1")
+            #expect(answer["data"]?["clientId"] == "d1")
+            // Pinned: the device's credentials work with its own id as client id only.
+            #expect(try await canConnect(fleet.broker, user: user, password: password))
+            #expect(try await canConnect(fleet.broker, user: user, password: password, clientID: "thing-agent") == false)
             // The library's session ends with the device, its space from the pairing.
             let result = await session.result(timeout: .seconds(10))
             #expect(try result.get().spaceId == 1001)

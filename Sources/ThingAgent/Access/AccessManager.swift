@@ -142,22 +142,24 @@ final class AccessManager: Sendable {
         dirtyContinuation.finish()
     }
 
-    /// Creates a pairing's bootstrap client (its role first: the plugin refuses a client with an unknown role).
+    /// Creates a pairing's bootstrap client, with any client id (a device may answer-wait and ask on two
+    /// connections; the credentials reach the pairing's two topics only), its role first: the plugin refuses a client with an unknown role).
     func createBootstrap(_ username: String, password: String) async throws {
         try await gate.run {
             try await self.syncManaged()
-            try await self.runChecked([.createClient(username: username, password: password,
+            try await self.runChecked([.createClient(username: username, password: password, clientID: nil,
                                                      roles: [AccessPolicy.pairingRole(username)])])
         }
     }
 
-    /// Creates an activated device's own client (its role is made by the sync before). A leftover client of the
+    /// Creates an activated device's own client, pinned to its id as client id (its role is made by the sync
+    /// before). A leftover client of the
     /// same name is replaced: the device's new password is the one that counts.
     func createDeviceClient(_ device: String, password: String) async throws {
         try await gate.run {
             try await self.syncManaged()
             _ = try await self.run([.deleteClient(device)])
-            try await self.runChecked([.createClient(username: device, password: password,
+            try await self.runChecked([.createClient(username: device, password: password, clientID: device,
                                                      roles: [AccessPolicy.deviceRole(device)])])
         }
     }

@@ -5,7 +5,8 @@ import Synchronization
 /// One command of the dynamic-security plugin's control API.
 enum DynsecCommand: Sendable {
     case getClient(String)
-    case createClient(username: String, password: String, roles: [String])
+    /// `clientID`: the only client id these credentials connect with.
+    case createClient(username: String, password: String, clientID: String?, roles: [String])
     case deleteClient(String)
     case addClientRole(username: String, role: String)
     case getRole(String)
@@ -16,13 +17,22 @@ enum DynsecCommand: Sendable {
     case listRoles
     case listClients
 
+    private static func client(_ user: String, _ password: String, _ clientID: String?,
+                               _ roles: [String]) -> [(String, JSONValue)] {
+        let roleList = JSONValue.array(roles.map { .object(JSONObject([("rolename", .string($0))])) })
+        let fields: [(String, JSONValue)] = [
+            ("command", .string("createClient")), ("username", .string(user)), ("password", .string(password)),
+            ("roles", roleList),
+        ]
+        return fields + (clientID.map { [("clientid", JSONValue.string($0))] } ?? [])
+    }
+
     var json: JSONObject {
         switch self {
         case .getClient(let user):
             JSONObject([("command", "getClient"), ("username", .string(user))])
-        case .createClient(let user, let password, let roles):
-            JSONObject([("command", "createClient"), ("username", .string(user)), ("password", .string(password)),
-                        ("roles", .array(roles.map { .object(JSONObject([("rolename", .string($0))])) }))])
+        case .createClient(let user, let password, let clientID, let roles):
+            JSONObject(Self.client(user, password, clientID, roles))
         case .deleteClient(let user):
             JSONObject([("command", "deleteClient"), ("username", .string(user))])
         case .addClientRole(let user, let role):

@@ -218,7 +218,7 @@ extension Agent {
         }
         let password = Secrets.password()
         try await provisioning.access.createDeviceClient(id, password: password)
-        return (device, JSONObject([("username", .string(id)), ("password", .string(password))]))
+        return (device, JSONObject([("username", .string(id)), ("password", .string(password)), ("clientId", .string(id))]))
     }
 }
 

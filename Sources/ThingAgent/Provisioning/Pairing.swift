@@ -75,7 +75,8 @@ public struct NewPairing: Sendable {
     public let token: String
     public let password: String
 
-    /// `{"token","username","password","expiresAt", ...}`: what `pair --json` prints.
+    /// `{"token","username","password","expiresAt", ...}`: what `pair --json` prints. No `clientId`: the broker
+    /// does not pin one for bootstrap credentials (a device's own credentials are pinned to its id).
     public var json: JSONObject {
         var object = JSONObject([
             ("token", .string(token)), ("username", .string(pairing.username)), ("password", .string(password)),

@@ -137,4 +137,34 @@ struct PairCommandTests {
             #expect(unknown.stderr.contains("gw-none"))
         }
     }
+
+    @Test(.timeLimit(.minutes(3)))
+    func theSimulatorsFleetPairsActivatesAndReports() async throws {
+        var options = MosquittoBroker.Options()
+        options.dynamicSecurity = ("thing-agent", Self.agentPassword)
+        try await withBroker(options) { broker in
+            let harness = try await Self.provisionedDaemon(broker)
+            let simulator = try DaemonProcess(thingAgentExecutable(), [
+                "simulate", "--provision", "--devices", "2", "--gateways", "1", "--subdevices", "2", "--seed", "7",
+                "--report-interval", "1", "--broker", broker.url, "--client-id", harness.clientID,
+            ] + Self.cliUser, logPath: harness.directory + "/simulate.out")
+            defer { simulator.signal(SIGTERM) }
+            // Devices, a gateway and its sub-devices, each reporting under the access its activation gave it.
+            let deadline = ContinuousClock.now + .seconds(60)
+            var fleet: [JSONValue] = []
+            while ContinuousClock.now < deadline {
+                let listed = try await harness.cli(["devices", "--json"])
+                fleet = (try? JSONParser.parse(listed.stdout).arrayValue) ?? []
+                let reporting = fleet.filter { $0["online"] == true && ($0["properties"]?.objectValue?.count ?? 0) > 0 }
+                if reporting.count == 5 { break }
+                guard simulator.isRunning else { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(fleet.filter { $0["online"] == true }.count == 5, "\(simulator.log)")
+            #expect(fleet.filter { $0["category"] == "subdevice" }.count == 2)
+            let pairings = try JSONParser.parse(try await harness.cli(["pair", "list", "--json"]).stdout).arrayValue ?? []
+            #expect(pairings.count == 5)
+            #expect(pairings.allSatisfy { $0["state"] == "used" })
+        }
+    }
 }

@@ -187,4 +187,47 @@ struct ProvisioningTests {
             await device.stop()
         }
     }
+
+    @Test(.timeLimit(.minutes(2)))
+    func theCLIAndServiceRolesReachWhatTheyNeedAndNoActivation() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        let made = try await fleet.dynsec([
+            .createClient(username: "thing-agent-cli", password: "cli-secret", clientID: nil, roles: []),
+            .createClient(username: "svc-1", password: "svc-secret", clientID: nil, roles: []),
+        ])
+        #expect(made.allSatisfy { $0.succeeded })
+        var configuration = fleet.configuration
+        configuration.serviceUsers = ["svc-1"]
+        try await withProvisioningAgent(configuration) { agent in
+            // The service: pinned to its name, reads the event feed, calls the API, writes no device topic.
+            #expect(try await canConnect(fleet.broker, user: "svc-1", password: "svc-secret", clientID: configuration.clientID) == false)
+            let service = try await DeviceConnection.connect(fleet.broker, user: "svc-1", password: "svc-secret")
+            try await service.client.subscribe("thing-agent/events/+/activated", qos: .atLeastOnce)
+            try await service.client.subscribe("thing-agent/replies/svc-1/#", qos: .atLeastOnce)
+            let cli = try await DeviceConnection.connect(fleet.broker, user: "thing-agent-cli", password: "cli-secret")
+            try await cli.client.subscribe("things/+/thing/#", qos: .atLeastOnce)
+
+            let (user, password) = try await agent.pairAndActivate(fleet.broker, device: "d1")
+            try await waitUntil(timeout: .seconds(10)) {
+                service.messages.contains { $0.topic == "thing-agent/events/d1/activated" }
+            }
+            // The device speaks after it read its answer: the CLI, which follows every device topic, hears that
+            // and never the activation or the answer that carried the credentials.
+            let device = try await DeviceConnection.connect(fleet.broker, user: user, password: password)
+            try await device.report("d1", ["switch_1": true])
+            try await waitUntil(timeout: .seconds(10)) { cli.messages.contains { $0.topic == "things/d1/thing/properties" } }
+            #expect(!cli.messages.contains { $0.topic.hasSuffix("/thing/activate") || $0.topic.hasSuffix("/activate_response") })
+
+            try? await service.report("svc-1", ["switch_1": true])
+            let request = JSONObject([("id", "h1"), ("replyTo", "thing-agent/replies/svc-1/x")])
+            try await service.client.publish("thing-agent/api/\(configuration.clientID)/request/health",
+                                             payload: JSONValue.object(request).serializedBytes(), qos: .atLeastOnce)
+            try await waitUntil(timeout: .seconds(10)) { service.messages.contains { $0.topic == "thing-agent/replies/svc-1/x" } }
+            #expect(agent.cache.device("svc-1") == nil)
+            await device.stop()
+            await cli.stop()
+            await service.stop()
+        }
+    }
 }

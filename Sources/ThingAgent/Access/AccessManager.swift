@@ -73,7 +73,7 @@ final class AccessManager: Sendable {
         for user in serviceUsers {
             let own = AccessPolicy.serviceReplies(user)
             try await syncFixedRole(own, policy.serviceRepliesRole(user))
-            try await attach(user, roles: [AccessPolicy.serviceRole, own])
+            try await attach(user, roles: [AccessPolicy.serviceRole, own], pinned: true)
         }
         // What the broker has of the managed roles, read afresh: the plugin file may be older than the cache.
         let existing = try await run([.listRoles]).first?.data?["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
@@ -247,10 +247,17 @@ final class AccessManager: Sendable {
         try await runChecked(commands)
     }
 
-    /// Gives an existing client the roles it lacks (nothing when the operator has not made the client).
-    private func attach(_ user: String, roles: [String]) async throws {
-        guard let has = try await clientRoles(user) else { return }
-        try await runChecked(roles.filter { !has.contains($0) }.map { .addClientRole(username: user, role: $0) })
+    /// Gives an existing client the roles it lacks (nothing when the operator has not made the client); `pinned`
+    /// also ties it to its user name as client id, so that it cannot connect as the agent and take its session.
+    private func attach(_ user: String, roles: [String], pinned: Bool = false) async throws {
+        let answer = try await run([.getClient(user)])[0]
+        guard answer.succeeded else { return }
+        let has = Self.roleNames(answer)
+        var commands: [DynsecCommand] = roles.filter { !has.contains($0) }.map { .addClientRole(username: user, role: $0) }
+        if pinned, answer.data?["client"]?["clientid"]?.stringValue != user {
+            commands.append(.setClientID(username: user, clientID: user))
+        }
+        try await runChecked(commands)
     }
 
     private func clientRoles(_ user: String) async throws -> Set<String>? {

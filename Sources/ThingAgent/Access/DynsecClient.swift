@@ -8,6 +8,7 @@ enum DynsecCommand: Sendable {
     /// `clientID`: the only client id these credentials connect with.
     case createClient(username: String, password: String, clientID: String?, roles: [String])
     case deleteClient(String)
+    case setClientID(username: String, clientID: String)
     case addClientRole(username: String, role: String)
     case getRole(String)
     case createRole(String)
@@ -35,6 +36,8 @@ enum DynsecCommand: Sendable {
             JSONObject(Self.client(user, password, clientID, roles))
         case .deleteClient(let user):
             JSONObject([("command", "deleteClient"), ("username", .string(user))])
+        case .setClientID(let user, let clientID):
+            JSONObject([("command", "setClientId"), ("username", .string(user)), ("clientid", .string(clientID))])
         case .addClientRole(let user, let role):
             JSONObject([("command", "addClientRole"), ("username", .string(user)), ("rolename", .string(role))])
         case .getRole(let role):

@@ -122,9 +122,7 @@ struct DeviceRequestTests {
             #expect(try JSONParser.parse(moved.stdout).arrayValue?.map { $0["devId"] } == ["sub1", "sub2"])
 
             // A transfer that stops reporting: the daemon's own timer ends it (it runs with a short stall timeout).
-            let daemon = try #require(harness.daemon)
-            daemon.signal(SIGTERM)
-            try await waitUntil(timeout: .seconds(20)) { !daemon.isRunning }
+            try await harness.stopDaemon()
             try await harness.startDaemon(environment: ["THING_AGENT_TRANSFER_STALL_TIMEOUT": "1"])
             script.set([(.deviceConfigInit, "")])
             let stalled = try await Self.traced(harness, transfer)
@@ -151,9 +149,7 @@ struct DeviceRequestTests {
             try await harness.startDaemon()
             let (devices, tasks, script) = try await Self.fleet(broker)
             try await Self.waitForFleet(harness)
-            let daemon = try #require(harness.daemon)
-            daemon.signal(SIGTERM)
-            try await waitUntil(timeout: .seconds(20)) { !daemon.isRunning }
+            try await harness.stopDaemon()
 
             let set = try await harness.cli(["set", "lamp", "switch_1=true"])
             #expect(set.status == 0, "\(set.stderr)")

@@ -141,9 +141,7 @@ struct GatewayCommandsTests {
 
             // Stalled: ended by the stall timeout (and recorded as failed with failedCode timeout). The daemon gives
             // that verdict with its own timer, so it runs with the short stall timeout.
-            let daemon = try #require(harness.daemon)
-            daemon.signal(SIGTERM)
-            try await waitUntil(timeout: .seconds(20)) { !daemon.isRunning }
+            try await harness.stopDaemon()
             try await harness.startDaemon(environment: ["THING_AGENT_TRANSFER_STALL_TIMEOUT": "1"])
             script.set([(.deviceConfigInit, "")])
             let stalled = try await runCommand(thingAgentExecutable(), args + ["--broker", broker.url, "--db", harness.database],

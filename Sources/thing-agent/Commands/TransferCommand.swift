@@ -21,7 +21,8 @@ enum TransferCommand: Command {
             Exits 0 only on finish: 1 when the transfer failed or cannot start, 4 when DEVICE refused it
             (1006: busy), 5 when no progress came for transferStallTimeout seconds (default 120; the
             transfer is then recorded as failed with failedCode timeout) or --timeout passed, 7 when
-            DEVICE is offline.
+            DEVICE is offline. While the daemon runs, it starts and follows the transfer (its API's transfer
+            method, its own transferStallTimeout) and the command follows the daemon's event feed.
 
             """ + ExitCode.table)
 

@@ -382,25 +382,32 @@ public final class Agent: Sendable {
         if let data { payload["data"] = data }
         let bytes = JSONValue.object(payload).serializedBytes()
         let topic = topics.request(kind, device: deviceId)
-        // Published from a task of its own so that the timeout also covers the publish: a broker that stops
-        // answering is noticed only after the keepalive, and the request must end as a timeout, not hang.
+        // The publish runs beside the wait, as a child task: the wait's timeout also covers a publish held up by a
+        // broker that stopped answering (noticed only after the keepalive). Once the wait ends the child is
+        // cancelled, which gives up waiting for the PUBACK (the message may still go out).
         let client = client, tracker = tracker, logger = logger
-        Task {
-            do throws(MQTTError) {
-                try await client.publish(topic, payload: bytes, qos: .atLeastOnce)
-            } catch {
-                guard error.kind == .notConnected else {
-                    tracker.fail(msgId, .notSent(reason: "\(error)"))
-                    return
+        var result = await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do throws(MQTTError) {
+                    try await client.publish(topic, payload: bytes, qos: .atLeastOnce)
+                } catch {
+                    // Given up because the request already ended: nothing to say.
+                    if Task.isCancelled { return }
+                    guard error.kind == .notConnected else {
+                        tracker.fail(msgId, .notSent(reason: "\(error)"))
+                        return
+                    }
+                    // The connection dropped before the broker's PUBACK: libmosquitto sends the message again
+                    // after reconnecting, so the device may still get it and answer. Saying "not sent" could be
+                    // false; the request goes on to its answer or its timeout.
+                    logger.notice("connection lost while sending a request; it is resent on reconnect", metadata: [
+                        "topic": topic, "msgId": msgId])
                 }
-                // The connection dropped before the broker's PUBACK: libmosquitto sends the message again after
-                // reconnecting, so the device may still get it and answer. Saying "not sent" could be false;
-                // the request goes on to its answer or its timeout.
-                logger.notice("connection lost while sending a request; it is resent on reconnect", metadata: [
-                    "topic": topic, "msgId": msgId])
             }
+            let result = await tracker.wait(for: msgId, timeout: timeout ?? configuration.requestTimeout)
+            group.cancelAll()
+            return result
         }
-        var result = await tracker.wait(for: msgId, timeout: timeout ?? configuration.requestTimeout)
         if case .success(let answer) = result, answer.code != 0 {
             result = .failure(.refused(code: answer.code, message: answer.message))
         }

@@ -40,9 +40,9 @@ struct ProvisionedFleet {
 
 /// Runs `body` with a started provisioning agent, stopping it afterwards.
 @discardableResult
-func withProvisioningAgent<T: Sendable>(_ configuration: AgentConfiguration,
+func withProvisioningAgent<T: Sendable>(_ configuration: AgentConfiguration, logger: AgentLogger = .disabled,
                                         _ body: (Agent) async throws -> T) async throws -> T {
-    let agent = try Agent(configuration: configuration)
+    let agent = try Agent(configuration: configuration, logger: logger)
     let running = try await agent.runUntilSubscribed()
     let result: T
     do {

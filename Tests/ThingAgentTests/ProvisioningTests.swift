@@ -55,7 +55,9 @@ struct ProvisioningTests {
     func everyRefusalHasItsCodeAndChangesNothing() async throws {
         let fleet = try await ProvisionedFleet.start()
         defer { fleet.stop() }
-        try await withProvisioningAgent(fleet.configuration) { agent in
+        let handler = AgentTests.RecordingLogHandler()
+        let logger = AgentLogger(label: "provisioning", level: .debug, handler: handler)
+        try await withProvisioningAgent(fleet.configuration, logger: logger) { agent in
             let first = try await agent.pair()
             let other = try await agent.pair()
             let bootstrap = try await DeviceConnection.connect(fleet.broker, user: first.made.pairing.username,
@@ -78,6 +80,15 @@ struct ProvisioningTests {
             #expect(try await tester.activate(pairing: user, token: first.made.token, data: ["devId": "d3"])["code"] == 1011)
             #expect(agent.cache.device("d3") == nil)
             #expect(agent.provisioningCounters?.refusals == [1003: 1, 1012: 2, 1013: 1, 1011: 1])
+            // Counted in the metrics; logged with the pairing and the reason, never with a token.
+            #expect(agent.metricsText().contains(#"thing_agent_activations_total{outcome="refused",code="1012"} 2"#))
+            let refusals = handler.all.filter { $0.message == "refused an activation" }
+            #expect(Set(refusals.compactMap { $0.metadata["code"] }) == ["1003", "1011", "1012", "1013"])
+            for token in [first.made.token, other.made.token] {
+                #expect(!handler.all.contains { record in
+                    record.message.contains(token) || record.metadata.values.contains { $0.contains(token) }
+                })
+            }
         }
     }
 

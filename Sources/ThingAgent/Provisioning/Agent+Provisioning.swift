@@ -72,7 +72,7 @@ extension Agent {
 
     func requireProvisioning() throws -> Provisioning {
         guard let provisioning else {
-            throw APIError(503, "provisioning is off (config \"provisioning\": true, THING_AGENT_PROVISIONING)")
+            throw ProvisioningError(.unavailable, "provisioning is off (config \"provisioning\": true, THING_AGENT_PROVISIONING)")
         }
         return provisioning
     }
@@ -83,9 +83,9 @@ extension Agent {
                      ttl: Duration = .seconds(600)) async throws -> PairingSession {
         let provisioning = try requireProvisioning()
         if let gatewayId {
-            guard DeviceID.isValid(gatewayId) else { throw APIError(400, "'\(gatewayId)' is not a device id") }
+            guard DeviceID.isValid(gatewayId) else { throw ProvisioningError(.invalid, "'\(gatewayId)' is not a device id") }
             guard (try provisioning.store.provisioned())[gatewayId] == .some(nil), cache.device(gatewayId) != nil else {
-                throw APIError(404, "the gateway \(gatewayId) is not an activated device with broker access of its own")
+                throw ProvisioningError(.notFound, "the gateway \(gatewayId) is not an activated device with broker access of its own")
             }
         }
         let now = Timestamp.now()
@@ -98,7 +98,7 @@ extension Agent {
             try await provisioning.access.createBootstrap(pairing.username, password: made.password)
         } catch {
             _ = try? provisioning.store.revoke(tokenHash: Secrets.hash(made.token), now: now)
-            throw APIError(503, "could not create the pairing's broker credentials: \(error)")
+            throw ProvisioningError(.unavailable, "could not create the pairing's broker credentials: \(error)")
         }
         logger.info("made a pairing", metadata: [
             "pairing": pairing.username, "expiresAt": "\(pairing.expiresAt)", "gateway": gatewayId ?? "-"])
@@ -110,10 +110,10 @@ extension Agent {
     public func revokePairing(token: String) async throws -> Pairing {
         let provisioning = try requireProvisioning()
         guard let (pairing, revoked) = try provisioning.store.revoke(tokenHash: Secrets.hash(token), now: Timestamp.now()) else {
-            throw APIError(404, "no pairing has this token")
+            throw ProvisioningError(.notFound, "no pairing has this token")
         }
         guard revoked else {
-            throw APIError(409, "the pairing \(pairing.username) already ended (\(pairing.state.rawValue))")
+            throw ProvisioningError(.ended, "the pairing \(pairing.username) already ended (\(pairing.state.rawValue))")
         }
         provisioning.ended(pairing.username, .failure(.revoked))
         await provisioning.cleanUp(now: Timestamp.now())
@@ -143,13 +143,15 @@ extension Agent {
     }
 
     private func activate(_ message: MQTTMessage, _ provisioning: Provisioning) async {
-        guard let user = topics.activationUser(message.topic), !message.retain else { return }
+        guard let user = topics.activationUser(message.topic) else { return }
+        // A retained request is an act of the past that the broker replays at every subscribe: never honoured.
         let request = message.payload.count <= PayloadDecoder.maxPayloadBytes
             ? (try? JSONParser.parse(message.payload, maxDepth: PayloadDecoder.maxDepth))?.objectValue : nil
         let msgId = request?["msgId"]?.stringValue ?? ""
         let now = Timestamp.now()
         var answer = JSONObject([("msgId", .string(msgId)), ("time", .integer(now))])
         do {
+            if message.retain { throw ActivationRefusal.badData("a retained activation is never honoured") }
             let (device, credentials) = try await bind(request, user: user, provisioning, now: now)
             answer["code"] = .integer(0)
             answer["data"] = .object(credentials)
@@ -175,7 +177,9 @@ extension Agent {
     /// for it as soon as it reads the answer).
     private func bind(_ request: JSONObject?, user: String, _ provisioning: Provisioning,
                       now: Millis) async throws -> (DeviceInfo, JSONObject) {
-        guard let request, let data = request["data"]?.objectValue else { throw ActivationRefusal.badData("no 'data' object") }
+        guard let request, let data = request["data"]?.objectValue else {
+            throw ActivationRefusal.badData("not a JSON object (of at most 256 KiB) with a 'data' object")
+        }
         guard let token = data["token"]?.stringValue else { throw ActivationRefusal.badData("no 'token'") }
         guard let pairing = try provisioning.store.pairing(tokenHash: Secrets.hash(token)), pairing.username == user else {
             throw ActivationRefusal.unknown
@@ -261,6 +265,14 @@ extension Agent {
     /// The API's `pair` (`spaceId`, `gatewayId`, `productId`, `ttl` seconds; answers `NewPairing.json`),
     /// `pairRevoke` (`token`) and `pairings` (every pairing).
     func apiPairing(_ method: String, _ request: JSONObject) async throws -> JSONValue {
+        do {
+            return try await pairingResult(method, request)
+        } catch let error as ProvisioningError {
+            throw APIError(error.kind.rawValue, error.message)
+        }
+    }
+
+    private func pairingResult(_ method: String, _ request: JSONObject) async throws -> JSONValue {
         switch method {
         case "pair":
             func optionalText(_ key: String) throws -> String? {

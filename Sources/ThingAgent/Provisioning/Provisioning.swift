@@ -22,6 +22,28 @@ public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// Why a pairing could not be made or revoked.
+public struct ProvisioningError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// As the API answers it (HTTP-like codes).
+    public enum Kind: Int, Sendable {
+        case invalid = 400
+        case notFound = 404
+        /// The pairing already ended.
+        case ended = 409
+        /// Provisioning is off, or the broker's plugin cannot be used.
+        case unavailable = 503
+    }
+
+    public let kind: Kind
+    public let message: String
+    public var description: String { message }
+
+    init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+}
+
 /// An activation refused: the code of docs/protocol.md ("Provisioning") and why, said to the device and logged
 /// (never with the token).
 struct ActivationRefusal: Error {

@@ -18,6 +18,13 @@ struct PairCommandTests {
         guard result.status == 0 else { throw TestSupportError("mosquitto_ctrl \(arguments) failed: \(result.stderr)") }
     }
 
+    /// A broker with the plugin (its admin the agent's user) and the daemon provisioning on it, for `body`.
+    static func withProvisionedDaemon(_ body: (MosquittoBroker, AgentHarness) async throws -> Void) async throws {
+        var options = MosquittoBroker.Options()
+        options.dynamicSecurity = ("thing-agent", agentPassword)
+        try await withBroker(options) { broker in try await body(broker, try await provisionedDaemon(broker)) }
+    }
+
     static func provisionedDaemon(_ broker: MosquittoBroker) async throws -> AgentHarness {
         try await ctrl(broker, ["createClient", "thing-agent-cli", "-p", cliPassword])
         let harness = try AgentHarness(broker: broker, daemonEnvironment: [
@@ -56,10 +63,7 @@ struct PairCommandTests {
 
     @Test(.timeLimit(.minutes(3)))
     func pairWaitsForTheActivationAndListRevokeAndRemoveFollow() async throws {
-        var options = MosquittoBroker.Options()
-        options.dynamicSecurity = ("thing-agent", Self.agentPassword)
-        try await withBroker(options) { broker in
-            let harness = try await Self.provisionedDaemon(broker)
+        try await Self.withProvisionedDaemon { broker, harness in
             let waiting = try DaemonProcess(thingAgentExecutable(), [
                 "pair", "--wait", "--json", "--space", "42", "--product", "p-light-1",
                 "--broker", broker.url, "--db", harness.database,
@@ -120,10 +124,7 @@ struct PairCommandTests {
 
     @Test(.timeLimit(.minutes(2)))
     func pairWaitExitsFiveAtExpiryAndBadFlagsAreUsageErrors() async throws {
-        var options = MosquittoBroker.Options()
-        options.dynamicSecurity = ("thing-agent", Self.agentPassword)
-        try await withBroker(options) { broker in
-            let harness = try await Self.provisionedDaemon(broker)
+        try await Self.withProvisionedDaemon { broker, harness in
             let expired = try await harness.cli(["pair", "--ttl", "1", "--wait"] + Self.cliUser)
             #expect(expired.status == 5)
             #expect(expired.stderr.contains("expired"))
@@ -140,10 +141,7 @@ struct PairCommandTests {
 
     @Test(.timeLimit(.minutes(3)))
     func theSimulatorsFleetPairsActivatesAndReports() async throws {
-        var options = MosquittoBroker.Options()
-        options.dynamicSecurity = ("thing-agent", Self.agentPassword)
-        try await withBroker(options) { broker in
-            let harness = try await Self.provisionedDaemon(broker)
+        try await Self.withProvisionedDaemon { broker, harness in
             let simulator = try DaemonProcess(thingAgentExecutable(), [
                 "simulate", "--provision", "--devices", "2", "--gateways", "1", "--subdevices", "2", "--seed", "7",
                 "--report-interval", "1", "--broker", broker.url, "--client-id", harness.clientID,

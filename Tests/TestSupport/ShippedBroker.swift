@@ -99,18 +99,25 @@ public final class ShippedBroker: Sendable {
     }
 
     private func launch() async throws {
+        try await Self.launch(in: directory, ports: [fleetPort, agentPort, loopbackPort], into: process)
+    }
+
+    /// Starts mosquitto on `directory`'s mosquitto.conf (its output in mosquitto.out) into `process`, and returns
+    /// once every port accepts connections; throws with the output when it exits or is not up within 10 s.
+    static func launch(in directory: String, ports: [Int], into process: borrowing Mutex<ChildProcess?>) async throws {
         let child = try ChildProcess.spawn("/usr/sbin/mosquitto", ["-c", directory + "/mosquitto.conf"],
                                            outputFile: directory + "/mosquitto.out")
         process.withLock { $0 = child }
+        let output = { (try? String(contentsOfFile: directory + "/mosquitto.out", encoding: .utf8)) ?? "" }
         let deadline = ContinuousClock.now + .seconds(10)
-        while ![fleetPort, agentPort, loopbackPort].allSatisfy(loopbackPortAccepts) {
+        while !ports.allSatisfy(loopbackPortAccepts) {
             var status: Int32 = 0
             if waitpid(child.pid, &status, WNOHANG) == child.pid {
                 process.withLock { $0 = nil }
-                throw TestSupportError("mosquitto exited at start with the shipped configuration: \(output)")
+                throw TestSupportError("mosquitto exited at start with the shipped configuration: \(output())")
             }
             if ContinuousClock.now >= deadline {
-                throw TestSupportError("mosquitto did not accept connections within 10 s: \(output)")
+                throw TestSupportError("mosquitto did not accept connections within 10 s: \(output())")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -131,6 +138,11 @@ public final class ShippedBroker: Sendable {
     }
 
     public func stop() {
+        Self.stop(process, removing: directory)
+    }
+
+    /// Kills the broker (SIGKILL, then waits for it) and removes its directory.
+    static func stop(_ process: borrowing Mutex<ChildProcess?>, removing directory: String) {
         if let child = process.withLock({ $0 }) {
             child.signal(SIGKILL)
             child.wait()

@@ -36,21 +36,7 @@ public final class ShippedDynsecBroker: Sendable {
         try ChildProcess.run("/usr/bin/mosquitto_ctrl", ["dynsec", "init", String(file.dropFirst(23)), admin, password],
                              in: directory)
         try ShippedBroker.handOver(directory)
-        let child = try ChildProcess.spawn("/usr/sbin/mosquitto", ["-c", directory + "/mosquitto.conf"],
-                                           outputFile: directory + "/mosquitto.out")
-        process.withLock { $0 = child }
-        let deadline = ContinuousClock.now + .seconds(10)
-        while ![tlsPort, loopbackPort].allSatisfy(loopbackPortAccepts) {
-            var status: Int32 = 0
-            if waitpid(child.pid, &status, WNOHANG) == child.pid {
-                process.withLock { $0 = nil }
-                throw TestSupportError("mosquitto exited at start with the shipped configuration: \(output)")
-            }
-            if ContinuousClock.now >= deadline {
-                throw TestSupportError("mosquitto did not accept connections within 10 s: \(output)")
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await ShippedBroker.launch(in: directory, ports: [tlsPort, loopbackPort], into: process)
     }
 
     /// An MQTT client over TLS as `user` with `clientID` (default: the user name).
@@ -65,14 +51,9 @@ public final class ShippedDynsecBroker: Sendable {
     }
 
     public func stop() {
-        if let child = process.withLock({ $0 }) {
-            child.signal(SIGKILL)
-            child.wait()
-        }
-        process.withLock { $0 = nil }
+        ShippedBroker.stop(process, removing: directory)
         releaseLoopbackPort(tlsPort)
         releaseLoopbackPort(loopbackPort)
-        try? FileManager.default.removeItem(atPath: directory)
     }
 
     deinit {

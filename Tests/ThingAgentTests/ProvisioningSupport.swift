@@ -42,19 +42,7 @@ struct ProvisionedFleet {
 @discardableResult
 func withProvisioningAgent<T: Sendable>(_ configuration: AgentConfiguration, logger: AgentLogger = .disabled,
                                         _ body: (Agent) async throws -> T) async throws -> T {
-    let agent = try Agent(configuration: configuration, logger: logger)
-    let running = try await agent.runUntilSubscribed()
-    let result: T
-    do {
-        result = try await body(agent)
-    } catch {
-        running.cancel()
-        _ = try? await running.value
-        throw error
-    }
-    running.cancel()
-    _ = try? await running.value
-    return result
+    try await Agent(configuration: configuration, logger: logger).whileRunning(body)
 }
 
 /// A device (or gateway) speaking to the broker with some credentials: it records what it receives, and its

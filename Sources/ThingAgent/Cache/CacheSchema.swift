@@ -148,6 +148,15 @@ enum CacheSchema {
             """),
     ]
 
+    /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).
+    static func open(_ path: String, readOnly: Bool) throws -> Database {
+        var options = Database.Options()
+        options.readOnly = readOnly
+        let database = try Database(path: path, options: options)
+        if !readOnly { _ = try Migrator(migrations).migrate(database) }
+        return database
+    }
+
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.
     static let stateColumns = [
         "info_time", "online", "status_time", "status_changed_at", "wifi_signal_time", "rsrp_time",

@@ -8,11 +8,7 @@ public final class PairingStore: Sendable {
 
     /// Its own connection to the cache file; `readOnly` for `pair list` (no migration).
     public init(path: String, readOnly: Bool = false) throws {
-        var options = Database.Options()
-        options.readOnly = readOnly
-        let database = try Database(path: path, options: options)
-        if !readOnly { _ = try Migrator(CacheSchema.migrations).migrate(database) }
-        self.database = Mutex(database)
+        self.database = Mutex(try CacheSchema.open(path, readOnly: readOnly))
     }
 
     private func withDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {

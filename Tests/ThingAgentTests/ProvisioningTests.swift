@@ -65,6 +65,13 @@ struct ProvisioningTests {
             let user = first.made.pairing.username
             // 1003: no device id.
             #expect(try await bootstrap.activate(pairing: user, token: first.made.token, data: [:])["code"] == 1003)
+            // 1003 too: not JSON at all (answered with an empty msgId).
+            try await bootstrap.client.publish("things/\(user)/thing/activate", payload: Array("{not json".utf8), qos: .atLeastOnce)
+            try await waitUntil(timeout: .seconds(10)) {
+                bootstrap.messages.contains { (try? JSONParser.parse($0.payload))?["msgId"] == "" }
+            }
+            let garbled = try #require(bootstrap.messages.compactMap { try? JSONParser.parse($0.payload) }.first { $0["msgId"] == "" })
+            #expect(garbled["code"] == 1003)
             // 1012: an unknown token, and another pairing's token on this pairing's topic.
             #expect(try await bootstrap.activate(pairing: user, token: "00" + first.made.token,
                                                  data: ["devId": "d1"])["code"] == 1012)
@@ -79,7 +86,7 @@ struct ProvisioningTests {
             #expect(try await bootstrap.activate(pairing: user, token: first.made.token, data: ["devId": "d2"])["code"] == 0)
             #expect(try await tester.activate(pairing: user, token: first.made.token, data: ["devId": "d3"])["code"] == 1011)
             #expect(agent.cache.device("d3") == nil)
-            #expect(agent.provisioningCounters?.refusals == [1003: 1, 1012: 2, 1013: 1, 1011: 1])
+            #expect(agent.provisioningCounters?.refusals == [1003: 2, 1012: 2, 1013: 1, 1011: 1])
             // Counted in the metrics; logged with the pairing and the reason, never with a token.
             #expect(agent.metricsText().contains(#"thing_agent_activations_total{outcome="refused",code="1012"} 2"#))
             let refusals = handler.all.filter { $0.message == "refused an activation" }

@@ -127,7 +127,8 @@ final class AccessManager: Sendable {
         dirtyContinuation.yield()
     }
 
-    /// Runs the syncs asked for with `needsSync` until cancelled.
+    /// Runs the syncs asked for with `needsSync` until cancelled, at most a few a second: a burst of changes (a
+    /// fleet reconnecting, a replacement moving many sub-devices) is taken in by the next one.
     func runSyncs() async {
         for await _ in dirty {
             do {
@@ -135,6 +136,7 @@ final class AccessManager: Sendable {
             } catch {
                 logger.warning("could not bring the broker's access in line with the fleet", metadata: ["error": "\(error)"])
             }
+            try? await Task.sleep(for: .milliseconds(200))
         }
     }
 

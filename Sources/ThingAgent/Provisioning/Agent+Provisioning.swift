@@ -246,13 +246,17 @@ extension Agent {
     }
 }
 
-/// Tells the access manager of what changes who may speak for whom: a removal (the device's broker access goes)
-/// and a device's info or a transfer (a sub-device's gateway may have changed).
+/// Tells the access manager of what changes who may speak for whom: a removal (the device's broker access goes),
+/// a finished transfer and a sub-device's info (its gateway may have changed). Called on the receive path: it
+/// only asks for a sync, which the access manager runs (and paces) on its own task.
 struct AccessWatch: CacheWatch {
     let provisioning: Provisioning
 
     func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
-        if changes.info || changes.transfer != nil { provisioning.access.needsSync() }
+        let finished = changes.transfer?.status == .finish
+        if finished || (changes.info && provisioning.access.cache.device(device)?.info.category == .subdevice) {
+            provisioning.access.needsSync()
+        }
     }
 
     func removed(_ device: String) {

@@ -248,4 +248,24 @@ struct ProvisioningTests {
             await service.stop()
         }
     }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aNewCacheFileLeavesTheBrokersDevicesAlone() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        let configuration = fleet.configuration
+        let credentials = try await withProvisioningAgent(configuration) { agent in
+            try await agent.pairAndActivate(fleet.broker, device: "d1")
+        }
+        var fresh = configuration
+        fresh.database = fleet.directory + "/fresh.sqlite"
+        try await withProvisioningAgent(fresh) { agent in
+            #expect(agent.cache.count == 0)
+            // Its start is done (it is subscribed): the device's client and role are still there and work.
+            let device = try await DeviceConnection.connect(fleet.broker, user: credentials.user, password: credentials.password)
+            try await device.report("d1", ["switch_1": true])
+            try await waitUntil(timeout: .seconds(10)) { agent.cache.device("d1")?.properties["switch_1"] != nil }
+            await device.stop()
+        }
+    }
 }

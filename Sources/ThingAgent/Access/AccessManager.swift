@@ -77,7 +77,15 @@ final class AccessManager: Sendable {
         }
         // What the broker has of the managed roles, read afresh: the plugin file may be older than the cache.
         let existing = try await run([.listRoles]).first?.data?["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        let managed = existing.filter { $0.hasPrefix(AccessPolicy.devicePrefix) || $0.hasPrefix(AccessPolicy.pairingPrefix) }
+        var managed = existing.filter { $0.hasPrefix(AccessPolicy.devicePrefix) || $0.hasPrefix(AccessPolicy.pairingPrefix) }
+        // A cache that knows no provisioned device beside a broker that has device roles is a lost or new cache
+        // file, not a fleet that was removed: its devices' credentials are left alone (and not managed).
+        let deviceRoles = managed.filter { $0.hasPrefix(AccessPolicy.devicePrefix) }
+        if try store.provisioned().isEmpty, !deviceRoles.isEmpty {
+            logger.warning("the cache knows no provisioned device but the broker has device roles: leaving them and "
+                           + "their clients as they are (a lost or new cache file?)", metadata: ["roles": "\(deviceRoles.count)"])
+            managed.removeAll { $0.hasPrefix(AccessPolicy.devicePrefix) }
+        }
         var current: [String: Set<RoleACL>] = [:]
         for chunk in managed.chunked(100) {
             let answers = try await run(chunk.map(DynsecCommand.getRole))

@@ -165,4 +165,18 @@ struct PairCommandTests {
             #expect(pairings.allSatisfy { $0["state"] == "used" })
         }
     }
+
+    @Test(.timeLimit(.minutes(2)))
+    func provisioningWithoutThePluginEndsTheDaemonWithTheReason() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let daemon = try DaemonProcess(thingAgentExecutable(), [
+                "run", "--broker", broker.url, "--db", harness.database, "--client-id", harness.clientID,
+                "--username", "thing-agent",
+            ], environment: ["THING_AGENT_PROVISIONING": "true"], logPath: harness.directory + "/daemon.log")
+            #expect(await daemon.waitForExit(timeout: .seconds(60)) == 6)
+            #expect(daemon.log.contains("dynamic-security plugin did not answer"))
+            #expect(!daemon.log.contains("connected and subscribed"))
+        }
+    }
 }

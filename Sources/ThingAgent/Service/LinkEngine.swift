@@ -1,0 +1,177 @@
+import JSON
+import Synchronization
+
+/// Counters of the multi-control links since the daemon started (`Agent.linkStatistics`).
+public struct LinkStatistics: Sendable, Equatable {
+    /// Member changes that made a link set at least one other member, or leave one out.
+    public var propagations = 0
+    /// Sets a link sent, and how many of those failed (refused, no answer, not sent).
+    public var setsSent = 0
+    public var setsFailed = 0
+    /// Members left out because they were known to be offline.
+    public var skippedOffline = 0
+    /// Members left out because their thing model refuses the value.
+    public var outOfRange = 0
+    /// Reports of a value a link had just set on that member: not propagated again.
+    public var echoes = 0
+}
+
+/// The daemon's multi-control links at work: hears every applied change (a `CacheWatch`), and when a member of a
+/// link reports a new value for its code, sets every other member's code to it.
+///
+/// The rules (README, "Multi-control links"): only a change counts (a value that differs from the one cached
+/// before; a member's first report ever is not propagated); a member that already has the value, or is being set
+/// to it, gets no set; offline members and members whose model refuses the value are skipped and counted. A set the
+/// link sent is remembered until the member reports that value or the set ends; that report is an echo and
+/// triggers nothing, so two members never set each other back and forth.
+final class LinkEngine: Sendable {
+    private struct State {
+        var links: [DeviceLink] = []
+        /// Which links each member is in (indices into `links`).
+        var byMember: [DeviceLink.Member: [Int]] = [:]
+        /// Sets in flight, with a token so that an older set's end does not forget a newer one.
+        var pending: [DeviceLink.Member: (value: JSONValue, token: UInt64)] = [:]
+        var nextToken: UInt64 = 0
+        var statistics = LinkStatistics()
+
+        mutating func load(_ links: [DeviceLink]) {
+            self.links = links
+            byMember = [:]
+            for (index, link) in links.enumerated() {
+                for member in link.members { byMember[member, default: []].append(index) }
+            }
+            pending = pending.filter { byMember[$0.key] != nil }
+        }
+    }
+
+    /// The agent whose sets the links send; weak, so that the engine does not keep its agent alive. Nil until
+    /// the daemon runs (a journal replay at start-up propagates nothing).
+    private struct Sender: Sendable {
+        weak var agent: Agent?
+    }
+
+    private let state = Mutex(State())
+    private let sender = Mutex(Sender())
+    private let cache: DeviceCache
+    private let hub: EventHub
+    private let logger: AgentLogger
+
+    init(cache: DeviceCache, hub: EventHub, logger: AgentLogger) {
+        self.cache = cache
+        self.hub = hub
+        self.logger = logger
+    }
+
+    var links: [DeviceLink] { state.withLock { $0.links } }
+    var statistics: LinkStatistics { state.withLock { $0.statistics } }
+
+    /// Takes the links as they now are (at start, and after every change to them).
+    func load(_ links: [DeviceLink]) {
+        state.withLock { $0.load(links) }
+    }
+
+    /// From now on member changes are propagated through `agent`.
+    func start(_ agent: Agent) {
+        sender.withLock { $0.agent = agent }
+    }
+
+    func stop() {
+        sender.withLock { $0.agent = nil }
+    }
+
+    /// A finished replacement moved the faulty gateway's link members to the new gateway in the cache file (in the
+    /// write of the re-linked sub-devices); the links in memory follow.
+    func replaced(_ old: String, by new: String) {
+        state.withLock { state in
+            guard state.byMember.keys.contains(where: { $0.deviceId == old }) else { return }
+            let moved = state.links.map { link in
+                var members: [DeviceLink.Member] = []
+                for member in link.members {
+                    let next = member.deviceId == old ? DeviceLink.Member(deviceId: new, code: member.code) : member
+                    if !members.contains(next) { members.append(next) }
+                }
+                return DeviceLink(name: link.name, members: members, createdAt: link.createdAt)
+            }
+            state.load(moved)
+        }
+    }
+
+    func changed(_ changes: AppliedChanges, on device: String) {
+        if let old = changes.replacedGateway { replaced(old, by: device) }
+        guard !changes.properties.isEmpty, let agent = sender.withLock({ $0.agent }) else { return }
+        for change in changes.properties where change.isValueChange && change.previous != nil {
+            propagate(DeviceLink.Member(deviceId: device, code: change.code), change.value, agent)
+        }
+    }
+
+    private struct Plan {
+        var propagations: [LinkPropagation] = []
+        var sets: [(member: DeviceLink.Member, token: UInt64)] = []
+    }
+
+    private func propagate(_ source: DeviceLink.Member, _ value: JSONValue, _ agent: Agent) {
+        let plan = state.withLock { state -> Plan in
+            var plan = Plan()
+            guard let indices = state.byMember[source] else { return plan }
+            if let pending = state.pending[source], pending.value == value {
+                state.pending[source] = nil
+                state.statistics.echoes += 1
+                return plan
+            }
+            var handled: Set<DeviceLink.Member> = [source]
+            for index in indices {
+                let link = state.links[index]
+                var propagation = LinkPropagation(link: link.name, source: source.description, code: source.code,
+                                                  value: value)
+                for member in link.members where handled.insert(member).inserted {
+                    if state.pending[member]?.value == value { continue }
+                    let target = cache.device(member.deviceId)
+                    if target?.properties[member.code]?.value == value { continue }
+                    if target?.online == false {
+                        propagation.offline.append(member.description)
+                        continue
+                    }
+                    if let spec = agent.thingModel(for: member.deviceId)?.property(member.code),
+                       (try? spec.validate(value)) == nil {
+                        propagation.outOfRange.append(member.description)
+                        continue
+                    }
+                    state.nextToken += 1
+                    state.pending[member] = (value, state.nextToken)
+                    plan.sets.append((member, state.nextToken))
+                    propagation.sent.append(member.description)
+                }
+                if !(propagation.sent.isEmpty && propagation.offline.isEmpty && propagation.outOfRange.isEmpty) {
+                    state.statistics.propagations += 1
+                    state.statistics.setsSent += propagation.sent.count
+                    state.statistics.skippedOffline += propagation.offline.count
+                    state.statistics.outOfRange += propagation.outOfRange.count
+                    plan.propagations.append(propagation)
+                }
+            }
+            return plan
+        }
+        for propagation in plan.propagations {
+            logger.debug("link propagated a change", metadata: [
+                "link": propagation.link, "from": propagation.source, "value": value.serialized(),
+                "sent": propagation.sent.joined(separator: ","), "offline": propagation.offline.joined(separator: ","),
+                "outOfRange": propagation.outOfRange.joined(separator: ","),
+            ])
+        }
+        hub.publish(plan.propagations.map { .linkPropagated(deviceId: source.deviceId, propagation: $0) })
+        for (member, token) in plan.sets {
+            Task {
+                let outcome = await agent.sendPropertySet(deviceId: member.deviceId, [member.code: value])
+                self.ended(member, token: token, succeeded: outcome.succeeded)
+            }
+        }
+    }
+
+    /// The set ended (answer or timeout): its value is no longer expected back as an echo.
+    private func ended(_ member: DeviceLink.Member, token: UInt64, succeeded: Bool) {
+        state.withLock { state in
+            if state.pending[member]?.token == token { state.pending[member] = nil }
+            if !succeeded { state.statistics.setsFailed += 1 }
+        }
+    }
+}

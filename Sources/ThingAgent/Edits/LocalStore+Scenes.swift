@@ -27,6 +27,11 @@ extension LocalStore {
         }
     }
 
+    /// The names of the scenes ever imported from the scenes file (deleted or not since).
+    public func importedSceneNames() throws -> Set<String> {
+        try withDatabase { db in Set(try db.query("SELECT name FROM scene_imports").compactMap { $0.string("name") }) }
+    }
+
     /// Creates a scene (`replacing: false`, a name not yet taken) or replaces one that exists (`replacing: true`).
     /// The caller checked its values against the thing models (`Scene.check`).
     @discardableResult

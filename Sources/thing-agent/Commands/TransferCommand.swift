@@ -44,7 +44,7 @@ enum TransferCommand: Command {
             let started = try await manager.transfer(fromGateway: faulty)
             Console.out("\(device) takes over \(faulty) and its \(moving.count) sub-device\(moving.count == 1 ? "" : "s")")
             let end = await waitForEnd(of: faulty, started: started, updates: updates, patience: patience)
-            return try outcome(end, device: device, faulty: faulty, moving: moving, agent: agent,
+            return try await outcome(end, device: device, faulty: faulty, moving: moving, agent: agent,
                                stall: configuration.transferStallTimeout.seconds, patience: patience)
         }
     }
@@ -70,8 +70,23 @@ enum TransferCommand: Command {
         return await withTimeout(.milliseconds(Int64(patience * 1000)), follow)
     }
 
+    /// What the replacement moved besides the sub-devices (groups, scenes, links, local fields), as the daemon
+    /// recorded it in the write of the re-linked sub-devices: waited for a few seconds (its next flush).
+    static func movedLocally(from faulty: String, to device: String, finishedAt time: Millis,
+                             agent: Agent) async -> String {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(5)
+        while clock.now < deadline {
+            let recorded = (try? agent.replacements(involving: device))?.first { $0.old == faulty && $0.time == time }
+            if let recorded { return recorded.summary }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return "no replacement of \(faulty) recorded in the cache yet: groups, scenes, links and local fields move "
+            + "when the daemon writes the finish"
+    }
+
     static func outcome(_ end: (last: TransferInfo, ended: Bool), device: String, faulty: String, moving: [String],
-                        agent: Agent, stall: Double, patience: Double?) throws -> ExitCode {
+                        agent: Agent, stall: Double, patience: Double?) async throws -> ExitCode {
         let last = end.last
         guard end.ended else {
             throw CommandFailure(code: .timeout, message: """
@@ -84,6 +99,7 @@ enum TransferCommand: Command {
             let moved = agent.cache.subDevices(of: device).filter { moving.contains($0.id) }
             Console.out("finished: \(moved.count) sub-device\(moved.count == 1 ? "" : "s") of \(faulty) now on \(device)"
                 + (moved.isEmpty ? "" : ": " + moved.map(\.id).joined(separator: ", ")))
+            Console.out(await movedLocally(from: faulty, to: device, finishedAt: last.time, agent: agent))
             return .success
         case .failed where last.failedCode == "timeout":
             throw CommandFailure(code: .timeout, message: """

@@ -22,15 +22,18 @@ public struct LinkStatistics: Sendable, Equatable {
 /// The rules (README, "Multi-control links"): only a change counts (a value that differs from the one cached
 /// before; a member's first report ever is not propagated); a member that already has the value, or is being set
 /// to it, gets no set; offline members and members whose model refuses the value are skipped and counted. A set the
-/// link sent is remembered until the member reports that value or the set ends; that report is an echo and
-/// triggers nothing, so two members never set each other back and forth.
+/// link sent is remembered until the member reports that code, or the set fails (refused, no answer); a report
+/// of the value set is an echo and triggers nothing, so two members never set each other back and forth. A set the
+/// member accepted (code 0) is kept too: its report often comes after its answer, and that report is still the
+/// echo of the link's own set (and another member's report in between must not send it the same value again).
 final class LinkEngine: Sendable {
     private struct State {
         var links: [DeviceLink] = []
         /// Which links each member is in (indices into `links`).
         var byMember: [DeviceLink.Member: [Int]] = [:]
-        /// Sets in flight, with a token so that an older set's end does not forget a newer one.
-        var pending: [DeviceLink.Member: (value: JSONValue, token: UInt64)] = [:]
+        /// Sets in flight or accepted and not yet reported back, with a token so that an older set's end does not
+        /// touch a newer one.
+        var pending: [DeviceLink.Member: Expected] = [:]
         var nextToken: UInt64 = 0
         var statistics = LinkStatistics()
 
@@ -42,6 +45,12 @@ final class LinkEngine: Sendable {
             }
             pending = pending.filter { byMember[$0.key] != nil }
         }
+    }
+
+    /// A value a link set on a member, not reported back yet.
+    private struct Expected {
+        var value: JSONValue
+        var token: UInt64
     }
 
     /// The agent whose sets the links send; weak, so that the engine does not keep its agent alive. Nil until
@@ -113,8 +122,7 @@ final class LinkEngine: Sendable {
         let plan = state.withLock { state -> Plan in
             var plan = Plan()
             guard let indices = state.byMember[source] else { return plan }
-            if let pending = state.pending[source], pending.value == value {
-                state.pending[source] = nil
+            if let pending = state.pending.removeValue(forKey: source), pending.value == value {
                 state.statistics.echoes += 1
                 return plan
             }
@@ -137,7 +145,7 @@ final class LinkEngine: Sendable {
                         continue
                     }
                     state.nextToken += 1
-                    state.pending[member] = (value, state.nextToken)
+                    state.pending[member] = Expected(value: value, token: state.nextToken)
                     plan.sets.append((member, state.nextToken))
                     propagation.sent.append(member.description)
                 }
@@ -167,11 +175,13 @@ final class LinkEngine: Sendable {
         }
     }
 
-    /// The set ended (answer or timeout): its value is no longer expected back as an echo.
+    /// The set ended (answer or timeout). Accepted, its value is still expected back (the echo); failed, it is
+    /// forgotten.
     private func ended(_ member: DeviceLink.Member, token: UInt64, succeeded: Bool) {
         state.withLock { state in
+            guard !succeeded else { return }
             if state.pending[member]?.token == token { state.pending[member] = nil }
-            if !succeeded { state.statistics.setsFailed += 1 }
+            state.statistics.setsFailed += 1
         }
     }
 }

@@ -35,8 +35,10 @@ extension Agent {
 
     /// Imports the scenes file as last read into the cache's scenes (`LocalStore.importScenes`: never silently
     /// overwriting a scene changed in the cache), and says what it did.
-    static func importScenes(_ scenes: Scenes, from file: String?, into local: LocalStore, logger: AgentLogger) throws {
-        guard let file else { return }
+    @discardableResult
+    static func importScenes(_ scenes: Scenes, from file: String?, into local: LocalStore,
+                             logger: AgentLogger) throws -> SceneImport {
+        guard let file else { return SceneImport() }
         let report = try local.importScenes(scenes, from: file)
         if !report.imported.isEmpty || !report.updated.isEmpty {
             logger.info("imported scenes from the scenes file", metadata: [
@@ -48,6 +50,7 @@ extension Agent {
                            + "imported; the cache's versions stay (scene update or delete changes them)",
                            metadata: ["file": file, "scenes": report.kept.joined(separator: ",")])
         }
+        return report
     }
 
     /// The firmware catalog (`firmwareCatalog`) as last read (at start or at `reload()`); empty without one.
@@ -74,7 +77,7 @@ extension Agent {
         do {
             next.scenes = try configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([])
             if role == .service, let local, let file = configuration.scenesFile {
-                let imported = try local.importScenes(next.scenes, from: file)
+                let imported = try Self.importScenes(next.scenes, from: file, into: local, logger: logger)
                 report.reloaded.append("scenes (\(next.scenes.all.count) from \(file)), imported: "
                                        + "\(imported.imported.count) new, \(imported.updated.count) updated, "
                                        + "\(imported.kept.count) kept as cached")

@@ -34,12 +34,22 @@ extension Agent {
     }
 
     /// Imports the scenes file as last read into the cache's scenes (`LocalStore.importScenes`: never silently
-    /// overwriting a scene changed in the cache), and says what it did.
+    /// overwriting a scene changed in the cache), and says what it did. A scene whose values a known device's
+    /// thing model refuses is left out (and said so); fixed in the file, it is imported at the next reload.
     @discardableResult
-    static func importScenes(_ scenes: Scenes, from file: String?, into local: LocalStore,
-                             logger: AgentLogger) throws -> SceneImport {
+    static func importScenes(_ scenes: Scenes, from file: String?, into local: LocalStore, logger: AgentLogger,
+                             model: (String) -> ThingModel?) throws -> SceneImport {
         guard let file else { return SceneImport() }
-        let report = try local.importScenes(scenes, from: file)
+        var valid: [Scene] = []
+        for scene in scenes.all {
+            do {
+                try scene.check(model: model)
+                valid.append(scene)
+            } catch {
+                logger.warning("left a scene of the scenes file out: \(error)", metadata: ["file": file])
+            }
+        }
+        let report = try local.importScenes(Scenes(valid), from: file)
         if !report.imported.isEmpty || !report.updated.isEmpty {
             logger.info("imported scenes from the scenes file", metadata: [
                 "file": file, "new": report.imported.joined(separator: ","),
@@ -77,7 +87,9 @@ extension Agent {
         do {
             next.scenes = try configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([])
             if role == .service, let local, let file = configuration.scenesFile {
-                let imported = try Self.importScenes(next.scenes, from: file, into: local, logger: logger)
+                let imported = try Self.importScenes(next.scenes, from: file, into: local, logger: logger) { device in
+                    next.models.model(for: self.cache.device(device)?.info.productId)
+                }
                 report.reloaded.append("scenes (\(next.scenes.all.count) from \(file)), imported: "
                                        + "\(imported.imported.count) new, \(imported.updated.count) updated, "
                                        + "\(imported.kept.count) kept as cached")

@@ -156,8 +156,10 @@ public final class Agent: Sendable {
             // The links hear every change, as the watches do; they send sets only once `start()` connected.
             linkEngine.load(try local.links())
             writer.watches.add(linkEngine)
-            try Self.importScenes(reloadable.withLock { $0.scenes }, from: configuration.scenesFile, into: local,
-                                  logger: logger)
+            let (scenes, models) = reloadable.withLock { ($0.scenes, $0.models) }
+            try Self.importScenes(scenes, from: configuration.scenesFile, into: local, logger: logger) { [cache] device in
+                models.model(for: cache.device(device)?.info.productId)
+            }
         }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, limits: IngestLimits(configuration))

@@ -74,6 +74,11 @@ enum TransferCommand: Command {
     /// recorded it in the write of the re-linked sub-devices: waited for a few seconds (its next flush).
     static func movedLocally(from faulty: String, to device: String, finishedAt time: Millis,
                              agent: Agent) async -> String {
+        // No daemon: nobody heard the finish who moves the local tables.
+        if (try? CacheLock(cache: agent.configuration.database)) != nil {
+            return "no daemon holds the cache: groups, scenes, links and local fields of \(faulty) stayed where they "
+                + "are (the daemon moves them when it hears the finish)"
+        }
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(5)
         while clock.now < deadline {

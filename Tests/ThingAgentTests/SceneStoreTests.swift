@@ -18,22 +18,7 @@ struct SceneStoreTests {
 
     /// One request to the agent's API and its answer.
     static func ask(_ broker: MosquittoBroker, _ agent: Agent, _ method: String, _ request: JSONObject) async throws -> JSONValue {
-        let client = try MQTTClient(configuration: MQTTConfiguration(url: broker.url, clientID: "svc-\(UInt32.random(in: 0...UInt32.max))"))
-        try await client.connect()
-        let replies = client.messages
-        let replyTo = "thing-agent/replies/test/\(UInt32.random(in: 0...UInt32.max))"
-        try await client.subscribe(replyTo, qos: .atLeastOnce)
-        var payload = request
-        payload["replyTo"] = .string(replyTo)
-        try await client.publish("thing-agent/api/\(agent.configuration.clientID)/request/\(method)",
-                                 payload: JSONValue.object(payload).serializedBytes(), qos: .atLeastOnce)
-        var answer: JSONValue?
-        for await message in replies {
-            answer = try JSONParser.parse(message.payload)
-            break
-        }
-        await client.disconnect()
-        return try #require(answer)
+        try await askAPI(broker.url, daemon: agent.configuration.clientID, method, request)
     }
 
     @Test(.timeLimit(.minutes(2)))

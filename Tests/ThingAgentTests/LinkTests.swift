@@ -91,6 +91,7 @@ struct LinkTests {
                 let statistics = agent.linkStatistics
                 #expect(statistics.propagations == 2, "\(statistics)")
                 #expect(statistics.setsSent == 4 && statistics.setsFailed == 0, "\(statistics)")
+                #expect(agent.metricsText().contains(#"thing_agent_link_total{what="propagations"} 2"#))
                 let propagations = await heard.value
                 #expect(propagations.map(\.source) == ["hall:switch_1", "hall:switch_1"])
                 #expect(propagations.map(\.value) == [true, false])

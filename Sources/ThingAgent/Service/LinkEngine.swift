@@ -35,7 +35,6 @@ final class LinkEngine: Sendable {
         /// touch a newer one.
         var pending: [DeviceLink.Member: Expected] = [:]
         var nextToken: UInt64 = 0
-        var statistics = LinkStatistics()
 
         mutating func load(_ links: [DeviceLink]) {
             self.links = links
@@ -60,6 +59,9 @@ final class LinkEngine: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Atomics, so that a metrics scrape takes no lock the receive path takes.
+    private let propagations = Atomic<Int>(0), setsSent = Atomic<Int>(0), setsFailed = Atomic<Int>(0)
+    private let skippedOffline = Atomic<Int>(0), outOfRange = Atomic<Int>(0), echoes = Atomic<Int>(0)
     private let sender = Mutex(Sender())
     private let cache: DeviceCache
     private let hub: EventHub
@@ -72,7 +74,12 @@ final class LinkEngine: Sendable {
     }
 
     var links: [DeviceLink] { state.withLock { $0.links } }
-    var statistics: LinkStatistics { state.withLock { $0.statistics } }
+    var statistics: LinkStatistics {
+        LinkStatistics(propagations: propagations.load(ordering: .relaxed), setsSent: setsSent.load(ordering: .relaxed),
+                       setsFailed: setsFailed.load(ordering: .relaxed),
+                       skippedOffline: skippedOffline.load(ordering: .relaxed),
+                       outOfRange: outOfRange.load(ordering: .relaxed), echoes: echoes.load(ordering: .relaxed))
+    }
 
     /// Takes the links as they now are (at start, and after every change to them).
     func load(_ links: [DeviceLink]) {
@@ -123,7 +130,7 @@ final class LinkEngine: Sendable {
             var plan = Plan()
             guard let indices = state.byMember[source] else { return plan }
             if let pending = state.pending.removeValue(forKey: source), pending.value == value {
-                state.statistics.echoes += 1
+                echoes.add(1, ordering: .relaxed)
                 return plan
             }
             var handled: Set<DeviceLink.Member> = [source]
@@ -150,10 +157,10 @@ final class LinkEngine: Sendable {
                     propagation.sent.append(member.description)
                 }
                 if !(propagation.sent.isEmpty && propagation.offline.isEmpty && propagation.outOfRange.isEmpty) {
-                    state.statistics.propagations += 1
-                    state.statistics.setsSent += propagation.sent.count
-                    state.statistics.skippedOffline += propagation.offline.count
-                    state.statistics.outOfRange += propagation.outOfRange.count
+                    propagations.add(1, ordering: .relaxed)
+                    setsSent.add(propagation.sent.count, ordering: .relaxed)
+                    skippedOffline.add(propagation.offline.count, ordering: .relaxed)
+                    outOfRange.add(propagation.outOfRange.count, ordering: .relaxed)
                     plan.propagations.append(propagation)
                 }
             }
@@ -178,10 +185,10 @@ final class LinkEngine: Sendable {
     /// The set ended (answer or timeout). Accepted, its value is still expected back (the echo); failed, it is
     /// forgotten.
     private func ended(_ member: DeviceLink.Member, token: UInt64, succeeded: Bool) {
+        guard !succeeded else { return }
+        setsFailed.add(1, ordering: .relaxed)
         state.withLock { state in
-            guard !succeeded else { return }
             if state.pending[member]?.token == token { state.pending[member] = nil }
-            state.statistics.setsFailed += 1
         }
     }
 }

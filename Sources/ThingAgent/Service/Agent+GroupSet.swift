@@ -33,7 +33,7 @@ public struct GroupSetReport: Sendable, Equatable {
             ("skippedOffline", .array(skippedOffline.map(JSONValue.string))),
             ("invalid", .array(invalid.map(JSONValue.string))),
             ("elapsedMs", .integer(elapsed.milliseconds)),
-            ("outcomes", .array(outcomes.map { .object($0.json) })),
+            ("outcomes", .array(outcomes.map { .object($0.apiJSON) })),
         ])
     }
 }

@@ -8,10 +8,13 @@ enum SceneCommand: Command {
         name: "scene",
         summary: "scenes: create, update, delete, list, or run one (property sets on several devices at once)",
         usage: """
-            thing-agent scene list [--json] | scene run NAME [--json] [--timeout S] [--force]             | scene create NAME DEVICE:CODE=VALUE... [--description D] | scene update NAME DEVICE:CODE=VALUE...             [--description D] | scene delete NAME [options]
+            thing-agent scene list [--json] | scene run NAME [--json] [--timeout S] [--force] \
+            | scene create NAME DEVICE:CODE=VALUE... [--description D] | scene update NAME DEVICE:CODE=VALUE... \
+            [--description D] | scene delete NAME [options]
             """,
         options: [
-            OptionSpec(name: "scenes", valueName: "FILE", help: "list and run the scenes of this file only (config scenesFile is imported by the daemon)"),
+            OptionSpec(name: "scenes", valueName: "FILE",
+                       help: "list and run the scenes of this file only (the daemon imports scenesFile)"),
             OptionSpec(name: "description", valueName: "D", help: "the scene's description (create, update)"),
             OptionSpec(name: "json", valueName: nil, help: "print JSON"),
             OptionSpec(name: "timeout", valueName: "S", help: "seconds each action waits for its answer (default 10)"),
@@ -74,9 +77,8 @@ enum SceneCommand: Command {
                 throw CommandFailure(code: .failure, message: "unknown scene '\(words[1])'; the scenes: "
                     + scenes.all.map(\.name).joined(separator: ", "))
             }
-            let agent = try await startAgent(configuration, role: .requester)
-            let report = await SceneRunner(agent: agent).run(scene, force: arguments.has("force"))
-            await agent.stop()
+            let force = arguments.has("force")
+            let report = try await withRequests(configuration) { await $0.runScene(scene, force: force) }
             show(report, json: arguments.has("json"))
             return report.succeeded ? .success : .failure
         case let other?:

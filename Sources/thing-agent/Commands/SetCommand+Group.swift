@@ -11,31 +11,8 @@ extension SetCommand {
         var configuration = try CommonOptions.configuration(arguments)
         try applyTimeout(arguments, to: &configuration)
         let force = arguments.has("force")
-        var request = JSONObject([("group", .string(group)), ("data", .object(JSONObject(
-            values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }))), ("force", .bool(force))])
-        request["timeout"] = .double(configuration.requestTimeout.seconds)
-        let report: JSONValue
-        switch try await writeAccess(configuration) {
-        case .daemon(let clientID):
-            // The daemon's answer comes after its members' answers: it waits a little longer than they do.
-            var asking = configuration
-            asking.requestTimeout = configuration.requestTimeout + .seconds(5)
-            do {
-                report = try await DaemonAPI(configuration: asking, daemon: clientID).call("groupSet", request)
-            } catch let refusal as DaemonAPI.Refusal {
-                throw CommandFailure(code: refusal.code == 400 ? .usage : .failure, message: refusal.message)
-            }
-        case .here(let lock):
-            // No daemon: this command sends the sets itself; the lock is not needed for that.
-            withExtendedLifetime(lock) {}
-            let agent = try await startAgent(configuration, role: .requester)
-            do {
-                report = .object(try await agent.setGroup(group, values, force: force).json)
-            } catch {
-                await agent.stop()
-                throw CommandFailure(code: .failure, message: "\(error)")
-            }
-            await agent.stop()
+        let report = try await withRequests(configuration) { requests in
+            try await requests.setGroup(group, values, force: force)
         }
         return show(groupReport: report, values, json: arguments.has("json"))
     }
@@ -71,6 +48,24 @@ extension SetCommand {
                 .split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
         }
         return code
+    }
+}
+
+extension DeviceRequests {
+    /// `set --group`: through the daemon (`groupSet`), or by the stand-in; `GroupSetReport.json` either way.
+    func setGroup(_ group: String, _ values: [String: JSONValue], force: Bool) async throws -> JSONValue {
+        switch sender {
+        case .daemon(let client):
+            return try await daemon {
+                try await client.setGroup(group, values, timeout: configuration.requestTimeout, force: force)
+            }
+        case .here(let agent):
+            do {
+                return .object(try await agent.setGroup(group, values, force: force).json)
+            } catch let error as EditError {
+                throw CommandFailure(code: .failure, message: error.description)
+            }
+        }
     }
 }
 

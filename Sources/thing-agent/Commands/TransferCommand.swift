@@ -21,7 +21,8 @@ enum TransferCommand: Command {
             Exits 0 only on finish: 1 when the transfer failed or cannot start, 4 when DEVICE refused it
             (1006: busy), 5 when no progress came for transferStallTimeout seconds (default 120; the
             transfer is then recorded as failed with failedCode timeout) or --timeout passed, 7 when
-            DEVICE is offline.
+            DEVICE is offline. While the daemon runs, it starts and follows the transfer (its API's transfer
+            method, its own transferStallTimeout) and the command follows the daemon's event feed.
 
             """ + ExitCode.table)
 
@@ -35,23 +36,27 @@ enum TransferCommand: Command {
         }
         let configuration = try CommonOptions.configuration(arguments)
         let patience = try seconds(arguments)
-        return try await withAgent(configuration, role: .requester, timers: true) { agent in
-            // Follow before starting, so that no report of this transfer can be missed.
-            try await agent.follow(device, kinds: .transfer)
-            let manager = GatewayTransferManager(deviceId: device, agent: agent)
-            let updates = manager.statusUpdates
-            let moving = agent.cache.subDevices(of: faulty).map(\.id)
-            let started = try await manager.transfer(fromGateway: faulty)
+        return try await withRequests(configuration) { requests in
+            // Followed before starting, so that no report of this transfer can be missed.
+            let follow = try await TransferFollow.start(device, from: faulty, on: requests)
+            let moving = follow.start.moving
             Console.out("\(device) takes over \(faulty) and its \(moving.count) sub-device\(moving.count == 1 ? "" : "s")")
-            let end = await waitForEnd(of: faulty, started: started, updates: updates, patience: patience)
-            return try await outcome(end, device: device, faulty: faulty, moving: moving, agent: agent,
-                               stall: configuration.transferStallTimeout.seconds, patience: patience)
+            let end = await waitForEnd(of: faulty, started: follow.start.info, updates: follow.updates,
+                                       patience: patience)
+            follow.stop()
+            let moved = end.ended ? try await follow.ended(end.last) : []
+            let code = try outcome(end, device: device, faulty: faulty, moved: moved.filter { moving.contains($0) },
+                                   stall: follow.start.stallTimeout.seconds, patience: patience)
+            if end.last.status == .finish {
+                Console.out(await movedLocally(from: faulty, to: device, finishedAt: end.last.time,
+                                               configuration: configuration))
+            }
+            return code
         }
     }
 
     /// Shows each change until the transfer finishes or fails; nil when `patience` ran out first.
-    static func waitForEnd(of faulty: String, started: TransferInfo,
-                           updates: AsyncCompactMapSequence<DeviceEventStream, TransferInfo>,
+    static func waitForEnd(of faulty: String, started: TransferInfo, updates: AsyncStream<TransferInfo>,
                            patience: Double?) async -> (last: TransferInfo, ended: Bool) {
         let follow: @Sendable () async -> (last: TransferInfo, ended: Bool) = {
             var progress = TransferProgress()
@@ -70,28 +75,24 @@ enum TransferCommand: Command {
         return await withTimeout(.milliseconds(Int64(patience * 1000)), follow)
     }
 
-    /// What the replacement moved besides the sub-devices (groups, scenes, links, local fields), as the daemon
+    /// What the replacement moved besides the sub-devices (groups, scenes, links, local fields), as the writer
     /// recorded it in the write of the re-linked sub-devices: waited for a few seconds (its next flush).
     static func movedLocally(from faulty: String, to device: String, finishedAt time: Millis,
-                             agent: Agent) async -> String {
-        // No daemon: nobody heard the finish who moves the local tables.
-        if (try? CacheLock(cache: agent.configuration.database)) != nil {
-            return "no daemon holds the cache: groups, scenes, links and local fields of \(faulty) stayed where they "
-                + "are (the daemon moves them when it hears the finish)"
-        }
+                             configuration: AgentConfiguration) async -> String {
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(5)
         while clock.now < deadline {
-            let recorded = (try? agent.replacements(involving: device))?.first { $0.old == faulty && $0.time == time }
+            let recorded = (try? readLocal(configuration).replacements(involving: device))?
+                .first { $0.old == faulty && $0.time == time }
             if let recorded { return recorded.summary }
             try? await Task.sleep(for: .milliseconds(50))
         }
-        return "no replacement of \(faulty) recorded in the cache yet: groups, scenes, links and local fields move "
-            + "when the daemon writes the finish"
+        return "no replacement of \(faulty) recorded in the cache yet: its groups, scenes, links and local fields move "
+            + "when the cache's writer writes the finish"
     }
 
-    static func outcome(_ end: (last: TransferInfo, ended: Bool), device: String, faulty: String, moving: [String],
-                        agent: Agent, stall: Double, patience: Double?) async throws -> ExitCode {
+    static func outcome(_ end: (last: TransferInfo, ended: Bool), device: String, faulty: String, moved: [String],
+                        stall: Double, patience: Double?) throws -> ExitCode {
         let last = end.last
         guard end.ended else {
             throw CommandFailure(code: .timeout, message: """
@@ -101,10 +102,8 @@ enum TransferCommand: Command {
         }
         switch last.status {
         case .finish:
-            let moved = agent.cache.subDevices(of: device).filter { moving.contains($0.id) }
             Console.out("finished: \(moved.count) sub-device\(moved.count == 1 ? "" : "s") of \(faulty) now on \(device)"
-                + (moved.isEmpty ? "" : ": " + moved.map(\.id).joined(separator: ", ")))
-            Console.out(await movedLocally(from: faulty, to: device, finishedAt: last.time, agent: agent))
+                + (moved.isEmpty ? "" : ": " + moved.joined(separator: ", ")))
             return .success
         case .failed where last.failedCode == "timeout":
             throw CommandFailure(code: .timeout, message: """

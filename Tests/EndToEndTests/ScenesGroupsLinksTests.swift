@@ -138,6 +138,13 @@ struct ScenesGroupsLinksTests {
             #expect(json["devices"]?.arrayValue?.compactMap { $0["devId"]?.stringValue } == ["away", "lamp", "plug"])
             #expect(try await harness.cli(["set", "--group", "nosuch", "switch_1=true"]).status == 1)
             #expect(try await harness.cli(["detail", "--group", "nosuch"]).status == 1)
+
+            // With no daemon, the command's stand-in sends the sets, by the same rules.
+            try await harness.stopDaemon()
+            let alone = try await harness.cli(["set", "--group", "hall", "switch_1=true"] + config)
+            #expect(alone.status == 0, "\(alone.stdout) \(alone.stderr)")
+            #expect(alone.stdout.contains("group hall: 2 of 2 sets applied; offline, skipped: away"), "\(alone.stdout)")
+            #expect(lamp.sets.last == #"{"switch_1":true}"# && plug.sets.last == #"{"switch_1":true}"#)
             await lamp.stop()
             await plug.stop()
         }

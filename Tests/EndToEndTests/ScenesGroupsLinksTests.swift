@@ -216,4 +216,38 @@ struct ScenesGroupsLinksTests {
             for device in devices { await device.disconnect() }
         }
     }
+
+    /// With no daemon the command's stand-in is the cache's writer: it applies the finish, and moves as much.
+    @Test(.timeLimit(.minutes(3)))
+    func withNoDaemonTheStandInMovesTheSameAndAFailureMovesNothing() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let config = try Self.config(harness)
+            try await harness.startDaemon(config)
+            let devices = try await GatewayCommandsTests.fleet(broker)
+            try await GatewayCommandsTests.waitForFleet(harness)
+            #expect(try await harness.cli(["group", "create", "hall", "gwOld", "plug"]).status == 0)
+            #expect(try await harness.cli(["edit", "gwOld", "--room", "Hall"]).status == 0)
+            try await harness.stopDaemon()
+
+            let script = GatewayCommandsTests.Script()
+            script.set([(.deviceConfigInit, ""), (.failed, "subdevice_unreachable")])
+            let playing = try await GatewayCommandsTests.play(script, on: devices[0])
+            let failed = try await harness.cli(["transfer", "gwNew", "--from", "gwOld"])
+            #expect(failed.status == 1, "\(failed.stdout) \(failed.stderr)")
+            #expect(!failed.stdout.contains("moved from"))
+            let before = try JSONParser.parse(try await harness.cli(["group", "list", "--json"]).stdout)
+            #expect(before[0]?["devices"] == ["gwOld", "plug"])
+
+            script.set([(.deviceConfigInit, ""), (.finish, "")])
+            let transfer = try await harness.cli(["transfer", "gwNew", "--from", "gwOld"])
+            #expect(transfer.status == 0, "\(transfer.stdout) \(transfer.stderr)")
+            #expect(transfer.stdout.contains("moved from gwOld to gwNew: group hall; local room"), "\(transfer.stdout)")
+            let groups = try JSONParser.parse(try await harness.cli(["group", "list", "--json"]).stdout)
+            #expect(groups[0]?["devices"] == ["gwNew", "plug"])
+            #expect(try #require(try await harness.info("gwNew"))["room"] == "Hall")
+            playing.cancel()
+            for device in devices { await device.disconnect() }
+        }
+    }
 }

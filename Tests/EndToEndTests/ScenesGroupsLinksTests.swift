@@ -28,6 +28,16 @@ struct ScenesGroupsLinksTests {
         return ["--config", path]
     }
 
+    /// A broker and a daemon on the shipped models; `config` is for the CLI's calls too.
+    static func withDaemon(_ body: (MosquittoBroker, AgentHarness, [String]) async throws -> Void) async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let config = try Self.config(harness)
+            try await harness.startDaemon(config)
+            try await body(broker, harness, config)
+        }
+    }
+
     static func sceneNames(_ harness: AgentHarness, _ config: [String]) async throws -> [String] {
         let list = try await harness.cli(["scene", "list", "--json"] + config)
         return try JSONParser.parse(list.stdout).arrayValue?.compactMap { $0["name"]?.stringValue } ?? []
@@ -97,10 +107,7 @@ struct ScenesGroupsLinksTests {
 
     @Test(.timeLimit(.minutes(3)))
     func aGroupSetSkipsAndListsOfflineMembersAndExitsWithTheFirstFailure() async throws {
-        try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
-            let config = try Self.config(harness)
-            try await harness.startDaemon(config)
+        try await Self.withDaemon { broker, harness, config in
             let lamp = try await Self.follower("lamp", product: "p-light-1", broker)
             let plug = try await Self.follower("plug", product: "p-plug-1", broker)
             let away = try await Self.follower("away", product: "p-light-1", broker, online: false)
@@ -152,10 +159,7 @@ struct ScenesGroupsLinksTests {
 
     @Test(.timeLimit(.minutes(3)))
     func aLinkMadeWithTheCLIWorksInTheDaemonAtOnceAndAfterARestart() async throws {
-        try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
-            let config = try Self.config(harness)
-            try await harness.startDaemon(config)
+        try await Self.withDaemon { broker, harness, config in
             let hall = try await Self.follower("hall", product: "p-light-1", broker)
             let stairs = try await Self.follower("stairs", product: "p-light-1", broker)
             let plug = try await Self.follower("plug", product: "p-plug-1", broker)
@@ -192,10 +196,7 @@ struct ScenesGroupsLinksTests {
 
     @Test(.timeLimit(.minutes(3)))
     func transferPrintsWhatMovedBesidesTheSubDevices() async throws {
-        try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
-            let config = try Self.config(harness)
-            try await harness.startDaemon(config)
+        try await Self.withDaemon { broker, harness, config in
             let devices = try await GatewayCommandsTests.fleet(broker)
             try await GatewayCommandsTests.waitForFleet(harness)
             #expect(try await harness.cli(["group", "create", "hall", "gwOld", "plug"]).status == 0)
@@ -220,10 +221,7 @@ struct ScenesGroupsLinksTests {
     /// With no daemon the command's stand-in is the cache's writer: it applies the finish, and moves as much.
     @Test(.timeLimit(.minutes(3)))
     func withNoDaemonTheStandInMovesTheSameAndAFailureMovesNothing() async throws {
-        try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker)
-            let config = try Self.config(harness)
-            try await harness.startDaemon(config)
+        try await Self.withDaemon { broker, harness, config in
             let devices = try await GatewayCommandsTests.fleet(broker)
             try await GatewayCommandsTests.waitForFleet(harness)
             #expect(try await harness.cli(["group", "create", "hall", "gwOld", "plug"]).status == 0)

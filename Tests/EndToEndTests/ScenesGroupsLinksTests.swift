@@ -218,6 +218,44 @@ struct ScenesGroupsLinksTests {
         }
     }
 
+    /// The moves go with the re-linked sub-devices in the write of the finish: a daemon killed after it applied the
+    /// finish in memory (journaled) but before that write moves everything when the journal is replayed, once.
+    @Test(.timeLimit(.minutes(3)))
+    func aDaemonKilledBeforeTheWriteMovesEverythingAtTheReplay() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let config = try Self.config(harness)
+            try await harness.startDaemon(config)
+            let devices = try await GatewayCommandsTests.fleet(broker)
+            try await GatewayCommandsTests.waitForFleet(harness)
+            #expect(try await harness.cli(["group", "create", "hall", "gwOld", "plug"]).status == 0)
+            try await harness.stopDaemon()
+            // An hour between writes: the finish stays in memory and the journal only.
+            try await harness.startDaemon(config, environment: ["THING_AGENT_FLUSH_INTERVAL": "3600"])
+            let script = GatewayCommandsTests.Script()
+            script.set([(.finish, "")])
+            let playing = try await GatewayCommandsTests.play(script, on: devices[0])
+            let started = try await askAPI(broker.url, daemon: harness.clientID, "transfer",
+                                           JSONObject([("device", "gwNew"), ("from", "gwOld")]))
+            #expect(started["code"] == 0, "\(started)")
+            try await waitUntil(timeout: .seconds(20)) {
+                let info = try? await askAPI(broker.url, daemon: harness.clientID, "info", JSONObject([("device", "gwNew")]))
+                return info?["data"]?["transfer"]?["statusName"] == "finish"
+            }
+            #expect(try await sqlite3(harness.database, "SELECT count(*) FROM gateway_replacements") == "0")
+            let daemon = try #require(harness.daemon)
+            daemon.signal(SIGKILL)
+            try await waitUntil(timeout: .seconds(20)) { !daemon.isRunning }
+
+            try await harness.startDaemon(config)
+            #expect(try await sqlite3(harness.database, "SELECT old_id, new_id FROM gateway_replacements") == "gwOld|gwNew")
+            #expect(try await sqlite3(harness.database, "SELECT dev_id FROM group_members ORDER BY dev_id") == "gwNew\nplug")
+            #expect(try await sqlite3(harness.database, "SELECT gateway_id FROM devices WHERE dev_id = 'sub1'") == "gwNew")
+            playing.cancel()
+            for device in devices { await device.disconnect() }
+        }
+    }
+
     /// With no daemon the command's stand-in is the cache's writer: it applies the finish, and moves as much.
     @Test(.timeLimit(.minutes(3)))
     func withNoDaemonTheStandInMovesTheSameAndAFailureMovesNothing() async throws {

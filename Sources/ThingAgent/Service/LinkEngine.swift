@@ -59,6 +59,8 @@ final class LinkEngine: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Whether any link exists: read without a lock on every change the receive path applies.
+    private let hasLinks = Atomic<Bool>(false)
     /// Atomics, so that a metrics scrape takes no lock the receive path takes.
     private let propagations = Atomic<Int>(0), setsSent = Atomic<Int>(0), setsFailed = Atomic<Int>(0)
     private let skippedOffline = Atomic<Int>(0), outOfRange = Atomic<Int>(0), echoes = Atomic<Int>(0)
@@ -84,6 +86,7 @@ final class LinkEngine: Sendable {
     /// Takes the links as they now are (at start, and after every change to them).
     func load(_ links: [DeviceLink]) {
         state.withLock { $0.load(links) }
+        hasLinks.store(!links.isEmpty, ordering: .releasing)
     }
 
     /// From now on member changes are propagated through `agent`.
@@ -113,6 +116,7 @@ final class LinkEngine: Sendable {
     }
 
     func changed(_ changes: AppliedChanges, on device: String) {
+        guard hasLinks.load(ordering: .acquiring) else { return }
         if let old = changes.replacedGateway { replaced(old, by: device) }
         guard !changes.properties.isEmpty, let agent = sender.withLock({ $0.agent }) else { return }
         for change in changes.properties where change.isValueChange && change.previous != nil {

@@ -18,6 +18,9 @@ public enum DeviceEvent: Sendable, Equatable {
     case backOnline(deviceId: String, offlineSince: Millis, away: Millis)
     /// A firmware upgrade started, moved on or ended (`OTAManager`'s `statusDidUpdate`).
     case upgradeChanged(deviceId: String, upgrade: OTAUpgrade)
+    /// A member of a multi-control link reported a new value and the link set the other members (`deviceId` is
+    /// the member that reported it).
+    case linkPropagated(deviceId: String, propagation: LinkPropagation)
     /// A device was activated with a pairing (`pairing` is its bootstrap user name; `gatewayId` for a sub-device).
     case activated(deviceId: String, pairing: String, gatewayId: String?)
 
@@ -25,7 +28,8 @@ public enum DeviceEvent: Sendable, Equatable {
         switch self {
         case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
              .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _),
-             .backOnline(let id, _, _), .upgradeChanged(let id, _), .activated(let id, _, _):
+             .backOnline(let id, _, _), .upgradeChanged(let id, _), .linkPropagated(let id, _),
+             .activated(let id, _, _):
             id
         }
     }
@@ -40,6 +44,7 @@ public enum DeviceEvent: Sendable, Equatable {
         case .offlineWarning: .offlineWarning
         case .backOnline: .backOnline
         case .upgradeChanged: .ota
+        case .linkPropagated: .link
         case .activated: .activated
         }
     }
@@ -60,10 +65,12 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let backOnline = DeviceEventKinds(rawValue: 1 << 6)
     /// Firmware-upgrade changes.
     public static let ota = DeviceEventKinds(rawValue: 1 << 7)
+    /// Multi-control link propagations.
+    public static let link = DeviceEventKinds(rawValue: 1 << 8)
     /// Devices activated with a pairing.
-    public static let activated = DeviceEventKinds(rawValue: 1 << 8)
+    public static let activated = DeviceEventKinds(rawValue: 1 << 9)
     public static let all: DeviceEventKinds = [
-        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota, .activated,
+        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota, .link, .activated,
     ]
 }
 

@@ -64,12 +64,15 @@ extension Agent {
 
     /// Removes a device: clears its retained status and info on the broker, publishes the unbind request
     /// (`R/D/thing/unbind`, `{"msgId","time"}`, QoS 1), and drops it from the cache (memory and SQLite, with its
-    /// local metadata, group memberships and backup networks). With provisioning on, its broker client and role
+    /// local metadata, group memberships, scene actions, link memberships and backup networks; a scene left with
+    /// no action and a link left with one member are deleted, and the daemon's links follow at once). Returns
+    /// what it was taken out of. With provisioning on, its broker client and role
     /// are deleted (a sub-device's topics leave its gateway's role) before this returns. A daemon on the same broker hears the unbind and
     /// drops it from its memory too. A later message from the device makes it known again.
     ///
     /// Needs the broker (throws `RequestError.notSent` without it, and removes nothing).
-    public func removeDevice(_ deviceId: String) async throws {
+    @discardableResult
+    public func removeDevice(_ deviceId: String) async throws -> DeviceRemoval {
         guard DeviceID.isValid(deviceId) else { throw EditError.invalid("'\(deviceId)' is not a device id") }
         guard cache.device(deviceId) != nil else { throw EditError.unknownDevice(deviceId) }
         guard client.state == .connected else {
@@ -85,10 +88,12 @@ extension Agent {
         } catch {
             throw RequestError.notSent(reason: "\(error)")
         }
+        let removal = try local?.references(of: deviceId) ?? DeviceRemoval(device: deviceId)
         try writer.remove(deviceId, now: Timestamp.now())
         // At once rather than at the flusher's next batch: the CLI exits right after.
         try writer.flush()
         // With provisioning, the device's broker client goes too: it can no longer connect, so it cannot come back.
         if let provisioning { try await provisioning.access.sync() }
+        return removal
     }
 }

@@ -203,13 +203,12 @@ extension Agent {
         case "remove":
             let (id, _) = try known()
             do {
-                try await removeDevice(id)
+                return (.object(try await removeDevice(id).json), [:])
             } catch let error as EditError {
                 throw APIError(404, error.description)
             } catch {
                 throw APIError(503, "\(error)")
             }
-            return (.object(JSONObject([("removed", .string(id))])), [:])
         case "detail":
             let (id, _) = try known()
             return (try await apiDetail(id, request), [:])

@@ -72,4 +72,56 @@ struct ShippedDynsecConfigTests {
         running.cancel()
         _ = try? await running.value
     }
+
+    /// The roles the agent gives the operators' CLI and a service at start, in the shipped broker: the CLI may call
+    /// every API method, the service only those that read (`ShippedBrokerConfigTests.readMethods`, as the static
+    /// ACL's example service).
+    @Test(.timeLimit(.minutes(2)))
+    func theCLIMayCallEveryAPIMethodAndAServiceOnlyTheReads() async throws {
+        let broker = try await ShippedDynsecBroker(admin: "thing-agent", password: "agent-secret")
+        defer { broker.stop() }
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The operator makes the two clients; the agent gives them their roles.
+        for (user, password) in [("thing-agent-cli", "cli-secret"), ("svc-dashboard", "svc-secret")] {
+            let made = try await runCommand("/usr/bin/mosquitto_ctrl", [
+                "-h", "127.0.0.1", "-p", "\(broker.loopbackPort)", "-u", "thing-agent", "-P", "agent-secret",
+                "dynsec", "createClient", user, "-p", password,
+            ])
+            #expect(made.status == 0, "\(made.stdout) \(made.stderr)")
+        }
+        var configuration = AgentConfiguration()
+        configuration.broker = broker.loopbackURL
+        configuration.username = "thing-agent"
+        configuration.password = "agent-secret"
+        configuration.clientID = "thing-agent"
+        configuration.database = directory + "/cache.sqlite"
+        configuration.provisioning = true
+        configuration.serviceUsers = ["svc-dashboard"]
+        let agent = try Agent(configuration: configuration)
+        let started = Atomic<Bool>(false)
+        let running = Task { try await agent.run(onStarted: { started.store(true, ordering: .relaxed) }) }
+        try await waitUntil(timeout: .seconds(30)) { started.load(ordering: .relaxed) || running.isCancelled }
+        // The roles stay at the broker; the agent is stopped so that it answers none of the probes.
+        running.cancel()
+        _ = try? await running.value
+
+        let witness = try await BrokerProbe.connect(try broker.client("thing-agent", password: "agent-secret",
+                                                                      clientID: "witness"),
+                                                    subscribing: ["thing-agent/#"])
+        let api = "thing-agent/api/thing-agent/request/"
+        let cli = try broker.client("thing-agent-cli", password: "cli-secret")
+        try await cli.connect()
+        try await expectAccess(cli, allowed: Agent.apiMethods.map { api + $0 }, denied: [],
+                               reaching: witness, marker: api + "info")
+        await cli.disconnect()
+        let service = try broker.client("svc-dashboard", password: "svc-secret")
+        try await service.connect()
+        let reads = ShippedBrokerConfigTests.readMethods
+        try await expectAccess(service, allowed: reads.map { api + $0 },
+                               denied: Agent.apiMethods.filter { !reads.contains($0) }.map { api + $0 },
+                               reaching: witness, marker: api + "info")
+        await service.disconnect()
+        await witness.disconnect()
+    }
 }

@@ -69,6 +69,7 @@ final class AccessManager: Sendable {
     private func reconcile() async throws {
         try await syncFixedRole(AccessPolicy.cliRole, policy.cliRole)
         try await syncFixedRole(AccessPolicy.serviceRole, policy.serviceRole)
+        try await syncFixedRole(AccessPolicy.serviceControlRole, policy.serviceControlRole)
         try await attach(AccessPolicy.cliUser, roles: [AccessPolicy.cliRole])
         for user in serviceUsers {
             let own = AccessPolicy.serviceReplies(user)

@@ -86,7 +86,8 @@ struct ShippedBrokerConfigTests {
     }
 
     /// The API's methods that change nothing: all the example service may call.
-    static let readMethods = ["info", "devices", "gateways", "pairings", "health", "firmware"]
+    static let readMethods = ["info", "devices", "gateways", "pairings", "health", "firmware", "sceneList",
+                              "linkList"]
 
     @Test(.timeLimit(.minutes(1)))
     func aServiceReachesTheAPIsReadsAndTheEventsAndNothingElse() async throws {

@@ -74,10 +74,10 @@ struct ShippedDynsecConfigTests {
     }
 
     /// The roles the agent gives the operators' CLI and a service at start, in the shipped broker: the CLI may call
-    /// every API method, the service only those that read (`ShippedBrokerConfigTests.readMethods`, as the static
+    /// every API method and follows the event feed, the service calls only the methods that read (`ShippedBrokerConfigTests.readMethods`, as the static
     /// ACL's example service).
     @Test(.timeLimit(.minutes(2)))
-    func theCLIMayCallEveryAPIMethodAndAServiceOnlyTheReads() async throws {
+    func theCLIMayCallEveryAPIMethodAndFollowTheFeedAndAServiceOnlyTheReads() async throws {
         let broker = try await ShippedDynsecBroker(admin: "thing-agent", password: "agent-secret")
         defer { broker.stop() }
         let directory = try makeTemporaryDirectory()
@@ -115,6 +115,15 @@ struct ShippedDynsecConfigTests {
         try await expectAccess(cli, allowed: Agent.apiMethods.map { api + $0 }, denied: [],
                                reaching: witness, marker: api + "info")
         await cli.disconnect()
+        // transfer follows the daemon's event feed: the CLI reads it, fed by the agent's user.
+        let follower = try await BrokerProbe.connect(try broker.client("thing-agent-cli", password: "cli-secret"),
+                                                     subscribing: ["thing-agent/events/#", "thing-agent/agents/+/status"])
+        let feeder = try broker.client("thing-agent", password: "agent-secret", clientID: "feeder")
+        try await feeder.connect()
+        try await expectAccess(feeder, allowed: ["thing-agent/events/gw1/transfer"], denied: [],
+                               reaching: follower, marker: "thing-agent/agents/thing-agent/status")
+        await feeder.disconnect()
+        await follower.disconnect()
         let service = try broker.client("svc-dashboard", password: "svc-secret")
         try await service.connect()
         let reads = ShippedBrokerConfigTests.readMethods

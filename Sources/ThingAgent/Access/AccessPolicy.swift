@@ -36,9 +36,9 @@ struct AccessPolicy: Sendable {
     /// Made at every start but given to no one: the operator gives it to a service that should also write
     /// (`mosquitto_ctrl dynsec addClientRole USER thing-agent-service-control`).
     static let serviceControlRole = "thing-agent-service-control"
-    /// The API methods that only read: all a service gets by default. `scenes` and `links` are not among them:
-    /// each lists and changes through one method (one topic), so an ACL cannot give the one without the other.
-    static let readMethods = ["info", "devices", "gateways", "pairings", "health", "firmware"]
+    /// The API methods that only read: all a service gets by default (`sceneList` and `linkList` list what
+    /// `scenes` and `links`, which also change them, list).
+    static let readMethods = ["info", "devices", "gateways", "pairings", "health", "firmware", "sceneList", "linkList"]
     static let devicePrefix = "device-"
     static let pairingPrefix = "pairing-"
 
@@ -103,6 +103,8 @@ struct AccessPolicy: Sendable {
         acls.formUnion([
             .subscribe("\(root)/+/thing/#"), .subscribe("thing-agent/agents/+/status"),
             .subscribe(replyPrefix + Self.cliUser + "/#"), .send("thing-agent/api/\(agentClientID)/request/#"),
+            // transfer follows the daemon's event feed for the stages of a replacement.
+            .subscribe(eventsTopic + "/#"),
             .denyReceive("\(root)/+/thing/activate"), .denyReceive("\(root)/+/thing/activate_response"),
         ])
         return acls

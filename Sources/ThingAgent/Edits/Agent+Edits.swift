@@ -78,6 +78,7 @@ extension Agent {
         guard client.state == .connected else {
             throw RequestError.notSent(reason: "not connected to the broker; nothing was removed")
         }
+        let standInAccess = await standInAccessForRemoval()
         do throws(MQTTError) {
             for topic in [topics.status(deviceId), topics.info(deviceId)] {
                 try await client.publish(topic, payload: [], qos: .atLeastOnce, retain: true)
@@ -86,14 +87,67 @@ extension Agent {
             try await client.publish(topics.unbind(deviceId), payload: JSONValue.object(unbind).serializedBytes(),
                                      qos: .atLeastOnce)
         } catch {
+            await standInAccess?.dynsec?.disconnect()
             throw RequestError.notSent(reason: "\(error)")
         }
-        let removal = try local?.references(of: deviceId) ?? DeviceRemoval(device: deviceId)
+        var removal = try local?.references(of: deviceId) ?? DeviceRemoval(device: deviceId)
         try writer.remove(deviceId, now: Timestamp.now())
         // At once rather than at the flusher's next batch: the CLI exits right after.
         try writer.flush()
         // With provisioning, the device's broker client goes too: it can no longer connect, so it cannot come back.
-        if let provisioning { try await provisioning.access.sync() }
+        if let provisioning {
+            try await provisioning.access.sync()
+            removal.brokerCredentials = .deleted
+        } else if let standInAccess {
+            removal.brokerCredentials = await standInAccess.removeAsStandIn()
+        }
         return removal
+    }
+
+    /// A stand-in's removal with provisioning configured: the daemon's access manager on the command's own
+    /// connection, read in line with the broker before the removal so that the sync after it deletes the
+    /// device's client and role as the daemon's would. Nil when provisioning is off or this is the daemon.
+    private func standInAccessForRemoval() async -> StandInAccess? {
+        guard isStandIn, configuration.provisioning else { return nil }
+        do {
+            let provisioning = try Self.makeProvisioning(configuration, cache: cache, logger: logger,
+                                                         clientID: configuration.commandClientID,
+                                                         timeout: min(configuration.requestTimeout, .seconds(10)))
+            do {
+                try await provisioning.access.prepareAsStandIn()
+            } catch {
+                await provisioning.access.dynsec.disconnect()
+                throw error
+            }
+            return StandInAccess(access: provisioning.access)
+        } catch {
+            logger.warning("cannot administer the broker's access: the removed device's credentials go at the "
+                           + "daemon's next start", metadata: ["error": "\(error)"])
+            return StandInAccess(failure: "\(error)")
+        }
+    }
+}
+
+/// The broker access a stand-in's removal uses, or why it has none.
+struct StandInAccess {
+    var access: AccessManager?
+    var failure: String?
+
+    init(access: AccessManager) { self.access = access }
+    init(failure: String) { self.failure = failure }
+
+    var dynsec: DynsecClient? { access?.dynsec }
+
+    func removeAsStandIn() async -> DeviceRemoval.BrokerCredentials {
+        guard let access else { return .leftForTheDaemon(failure ?? "no access") }
+        let outcome: DeviceRemoval.BrokerCredentials
+        do {
+            try await access.sync()
+            outcome = .deleted
+        } catch {
+            outcome = .leftForTheDaemon("\(error)")
+        }
+        await access.dynsec.disconnect()
+        return outcome
     }
 }

@@ -13,6 +13,14 @@ public struct DeviceRemoval: Sendable, Equatable {
     /// Links that keep two members or more.
     public var links: [String] = []
     public var deletedLinks: [String] = []
+    /// With provisioning: whether the device's broker client and role went with it (nil: provisioning is off).
+    public var brokerCredentials: BrokerCredentials?
+
+    public enum BrokerCredentials: Sendable, Equatable {
+        case deleted
+        /// This process could not administer the broker (why): the daemon's next start deletes them.
+        case leftForTheDaemon(String)
+    }
 
     public init(device: String) {
         self.device = device
@@ -26,11 +34,19 @@ public struct DeviceRemoval: Sendable, Equatable {
     /// As the API's `remove` answers it (beside `removed`).
     public var json: JSONObject {
         func strings(_ values: [String]) -> JSONValue { .array(values.map(JSONValue.string)) }
-        return JSONObject([
+        var object = JSONObject([
             ("removed", .string(device)), ("groups", strings(groups)), ("scenes", strings(scenes)),
             ("deletedScenes", strings(deletedScenes)), ("links", strings(links)),
             ("deletedLinks", strings(deletedLinks)),
         ])
+        switch brokerCredentials {
+        case .deleted?: object["brokerCredentials"] = "deleted"
+        case .leftForTheDaemon(let why)?:
+            object["brokerCredentials"] = "leftForTheDaemon"
+            object["brokerCredentialsNote"] = .string(why)
+        case nil: break
+        }
+        return object
     }
 
     /// From the API's answer; the lists missing from an older daemon's answer are empty.
@@ -42,6 +58,11 @@ public struct DeviceRemoval: Sendable, Equatable {
         deletedScenes = strings("deletedScenes")
         links = strings("links")
         deletedLinks = strings("deletedLinks")
+        switch json["brokerCredentials"]?.stringValue {
+        case "deleted": brokerCredentials = .deleted
+        case "leftForTheDaemon": brokerCredentials = .leftForTheDaemon(json["brokerCredentialsNote"]?.stringValue ?? "")
+        default: brokerCredentials = nil
+        }
     }
 
     /// One line for the CLI: what the device was taken out of; empty when nothing.
@@ -56,5 +77,15 @@ public struct DeviceRemoval: Sendable, Equatable {
         add("links", links)
         add("deleted links (one member left)", deletedLinks)
         return parts.joined(separator: "; ")
+    }
+
+    /// One line for the CLI about the broker credentials; nil when provisioning is off.
+    public var credentialsSummary: String? {
+        switch brokerCredentials {
+        case .deleted?: "its broker credentials were deleted (it can no longer connect)"
+        case .leftForTheDaemon(let why)?:
+            "its broker credentials are deleted at the daemon's next start (this command could not: \(why))"
+        case nil: nil
+        }
     }
 }

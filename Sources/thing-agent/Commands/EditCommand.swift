@@ -105,7 +105,9 @@ enum RemoveCommand: Command {
             Publishes empty retained messages on R/D/thing/status and R/D/thing/info, then {"msgId","time"} on
             R/D/thing/unbind (QoS 1), and deletes the device with its local metadata, group memberships, scene
             actions, link memberships and backup networks from the cache file (a scene left with no action and a
-            link left with one member are deleted; the output names them). While the daemon runs, it does all of this (its API's remove
+            link left with one member are deleted; the output names them). With provisioning, the device's broker
+            client and role are deleted too; with no daemon the command does it when its broker user may
+            administer the plugin (the agent's user), else it says that the daemon's next start will. While the daemon runs, it does all of this (its API's remove
             method); without a daemon the command does it. A later message from the device makes it known again.
 
             """ + ExitCode.table)
@@ -141,6 +143,7 @@ enum RemoveCommand: Command {
         }
         Console.out("\(device): removed (unbind published on \(configuration.topics.unbind(device)))")
         if removal.touchedAnything { Console.out("\(device): taken out of \(removal.summary)") }
+        if let credentials = removal.credentialsSummary { Console.out("\(device): \(credentials)") }
         return .success
     }
 }

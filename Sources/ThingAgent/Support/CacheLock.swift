@@ -33,13 +33,19 @@ public final class CacheLock: Sendable {
     /// is refused before it touches the file. Where the lock file cannot be made (a missing or read-only
     /// directory) the cache could not be opened either, and `open`'s error names the cause in the words used for the
     /// cache; a lock file made here for a cache that is then refused is removed, leaving the directory as it was.
-    public static func lockThenOpen<Opened>(cache: String, owner: String? = nil, _ open: () throws -> Opened) throws
-        -> (CacheLock, Opened) {
+    ///
+    /// A lock held by a CLI command (no owner written: a command that does a daemon's work while none runs, such
+    /// as a `transfer` waiting out its stall timeout) is waited for up to `commandWait`, checked every 100 ms
+    /// (`waiting` hears the first refusal, `shouldStop` ends the wait); one held by a daemon is refused at once.
+    public static func lockThenOpen<Opened>(cache: String, owner: String? = nil, commandWait: Duration = .zero,
+                                            waiting: (Held) -> Void = { _ in },
+                                            shouldStop: () -> Bool = { false },
+                                            _ open: () throws -> Opened) throws -> (CacheLock, Opened) {
         let lockFile = path(forCache: cache)
         let making = access(lockFile, F_OK) != 0
         let lock: CacheLock
         do {
-            lock = try CacheLock(cache: cache, owner: owner)
+            lock = try waitingForCommands(cache: cache, owner: owner, commandWait, waiting, shouldStop)
         } catch let failed as Failed {
             _ = try open()
             throw failed
@@ -49,6 +55,21 @@ public final class CacheLock: Sendable {
         } catch {
             if making { unlink(lockFile) }
             throw error
+        }
+    }
+
+    private static func waitingForCommands(cache: String, owner: String?, _ wait: Duration, _ waiting: (Held) -> Void,
+                                           _ shouldStop: () -> Bool) throws -> CacheLock {
+        let deadline = ContinuousClock.now + wait
+        var told = false
+        while true {
+            do {
+                return try CacheLock(cache: cache, owner: owner)
+            } catch let held as Held where (held.owner ?? "").isEmpty && ContinuousClock.now < deadline && !shouldStop() {
+                if !told { waiting(held) }
+                told = true
+                usleep(100_000)
+            }
         }
     }
 

@@ -106,6 +106,16 @@ if section("ingest") || section("daemon") {
     }
 }
 
+if section("stop") {
+    print("graceful stop: SIGTERM to exit while the daemon drains a backlog of QoS 1 reports")
+    let backlog = quick ? 20_000 : 100_000
+    let stops = try await StopBenchmark(broker: broker, directory: directory, thingAgent: binDirectory + "/thing-agent")
+        .run(rounds: quick ? 3 : 10, backlog: backlog)
+    report.add("SIGTERM to exit, backlog of \(backlog) reports, p50 / max",
+               "\(format(Measure.percentile(stops.milliseconds, 50))) / \(format(stops.milliseconds.last ?? .nan)) ms",
+               "\(stops.milliseconds.count) stops")
+}
+
 if section("latency") {
     print("latency, publish to listener")
     let latency = try await LatencyBenchmark(brokerURL: broker.url, directory: directory)

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// How long a graceful stop takes while the daemon drains a backlog: SIGTERM to the process's exit, with QoS 1
 /// reports still queued for its persistent session (they wait at the broker for the next start). The README's
@@ -12,11 +13,14 @@ struct StopBenchmark {
     struct Figures {
         /// SIGTERM to exit, in milliseconds, one per round, sorted.
         var milliseconds: [Double]
+        /// Reports the daemon had received when it stopped, one per round, sorted: fewer than the backlog shows
+        /// that the stop came in the middle of the drain.
+        var received: [Int]
     }
 
     /// `rounds` stops, each of a fresh daemon `settle` after it subscribed to a backlog of `backlog` reports.
     func run(rounds: Int, backlog: Int, settle: Duration = .milliseconds(300)) async throws -> Figures {
-        var times: [Double] = []
+        var times: [Double] = [], received: [Int] = []
         for round in 1...rounds {
             let path = directory + "/stop-\(round).sqlite"
             let arguments = ["run", "--broker", broker.url, "--db", path,
@@ -29,11 +33,13 @@ struct StopBenchmark {
             let daemon = try await started(arguments, log: path + ".log-2")
             try await Task.sleep(for: settle)
             times.append(try await stop(daemon) * 1000)
+            let stats = try await runProcess(thingAgent, ["stats", "--db", path, "--json"])
+            received.append(Int((try? JSONParser.parse(stats.stdout))?["received"]?.int64Value ?? -1))
             for suffix in ["", "-wal", "-shm", ".journal", ".lock", ".storage"] {
                 try? FileManager.default.removeItem(atPath: path + suffix)
             }
         }
-        return Figures(milliseconds: times.sorted())
+        return Figures(milliseconds: times.sorted(), received: received.sorted())
     }
 
     private func started(_ arguments: [String], log: String) async throws -> BenchDaemon {

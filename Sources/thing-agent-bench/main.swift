@@ -113,7 +113,8 @@ if section("stop") {
         .run(rounds: quick ? 3 : 10, backlog: backlog)
     report.add("SIGTERM to exit, backlog of \(backlog) reports, p50 / max",
                "\(format(Measure.percentile(stops.milliseconds, 50))) / \(format(stops.milliseconds.last ?? .nan)) ms",
-               "\(stops.milliseconds.count) stops")
+               "\(stops.milliseconds.count) stops; received before the stop: "
+               + "\(stops.received.first ?? -1)–\(stops.received.last ?? -1) of \(backlog)")
 }
 
 if section("latency") {

@@ -37,8 +37,10 @@ enum OTACommand: Command {
 
             Exits 0 only when the device reports the new version; 1 when the upgrade failed (with its
             failedCode: download, verify, flash, rollback, or the device's own) or no daemon runs on the
-            cache; 3 when the catalog has no image for the device's product; 4 when the device refused
-            (1003 bad data, 1006 busy, 1007 not applicable); 5 when no progress came for otaStallTimeout
+            cache (also when none has held it for 15 s while following: the upgrade goes on at the device);
+            3 when the catalog has no image for the device's product; 4 when the device refused (1003 bad
+            data, 1006 busy, 1007 not applicable) or an upgrade of it is already in progress (one at a
+            time per device); 5 when no progress came for otaStallTimeout
             seconds (default 300; recorded as failed with failedCode timeout) or --timeout passed;
             7 when the device is offline (nothing sent).
 

@@ -51,7 +51,7 @@ let package = Package(
         ),
 
         // Test support: a real mosquitto broker on a free loopback port, certificates, temp dirs.
-        .target(name: "TestSupport", dependencies: ["MQTT"], path: "Tests/TestSupport", swiftSettings: swift6),
+        .target(name: "TestSupport", dependencies: ["MQTT", "JSON"], path: "Tests/TestSupport", swiftSettings: swift6),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swift6),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "TestSupport"], swiftSettings: swift6),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"], swiftSettings: swift6),

@@ -122,6 +122,46 @@ enum CacheSchema {
                 ended_at     INTEGER
             ) WITHOUT ROWID;
             """),
+        // Scenes, multi-control links and gateway replacements, all local (devices never report them). A scene's
+        // actions are one JSON array (`[{"device","set"}]`, the scenes file's form), written and read whole.
+        // `scene_imports` remembers each scene as the scenes file last gave it, so that a restart or a reload
+        // neither brings back a deleted scene nor overwrites one changed since. No foreign keys to `devices`
+        // (see migration 3).
+        Migration(version: 6, name: "scenes, links, gateway replacements", sql: """
+            CREATE TABLE scenes (
+                name        TEXT PRIMARY KEY NOT NULL,
+                description TEXT,
+                actions     TEXT NOT NULL,
+                created_at  INTEGER NOT NULL,
+                updated_at  INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE scene_imports (
+                name        TEXT PRIMARY KEY NOT NULL,
+                scene       TEXT NOT NULL,
+                file        TEXT NOT NULL,
+                imported_at INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE device_links (
+                name       TEXT PRIMARY KEY NOT NULL,
+                created_at INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE link_members (
+                link     TEXT NOT NULL REFERENCES device_links(name) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                dev_id   TEXT NOT NULL,
+                code     TEXT NOT NULL,
+                PRIMARY KEY (link, dev_id, code)
+            ) WITHOUT ROWID;
+            CREATE INDEX link_members_by_device ON link_members(dev_id);
+            CREATE TABLE gateway_replacements (
+                old_id      TEXT NOT NULL,
+                new_id      TEXT NOT NULL,
+                time        INTEGER NOT NULL,
+                moved       TEXT NOT NULL,
+                recorded_at INTEGER NOT NULL,
+                PRIMARY KEY (old_id, new_id, time)
+            ) WITHOUT ROWID;
+            """),
     ]
 
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.

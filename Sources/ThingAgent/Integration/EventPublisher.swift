@@ -20,6 +20,7 @@ enum EventPublisher {
         case .offlineWarning: "offline"
         case .backOnline: "online"
         case .upgradeChanged: "ota"
+        case .linkPropagated: "link"
         }
     }
 
@@ -61,6 +62,8 @@ enum EventPublisher {
             object["awayMs"] = .integer(away)
         case .upgradeChanged(_, let upgrade):
             object["data"] = .object(upgrade.json)
+        case .linkPropagated(_, let propagation):
+            object["data"] = .object(propagation.json)
         }
         return object
     }

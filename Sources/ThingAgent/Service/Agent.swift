@@ -41,6 +41,8 @@ public final class Agent: Sendable {
     let offlineWatch: OfflineWatch
     let transferWatch: TransferWatch
     let otaWatch: OTAWatch
+    /// The multi-control links at work (the daemon's; idle in the CLI's roles).
+    let linkEngine: LinkEngine
     let flusher: CacheFlusher
     let client: MQTTClient
     /// Connects, losses and reconnects, logged and counted.
@@ -152,6 +154,19 @@ public final class Agent: Sendable {
             writer.upgrades.load(cachedUpgrades)
             otaWatch.watchCached(cachedUpgrades, now: Timestamp.now())
         }
+        linkEngine = LinkEngine(cache: cache, hub: events, logger: logger)
+        if role == .service, let local {
+            // The links hear every change, as the watches do; they send sets only once the daemon's `start()`
+            // connected (a stand-in's short life sends none, but a replacement it writes moves them too).
+            linkEngine.load(try local.links())
+            writer.watches.add(linkEngine)
+            if !standIn {
+                let (scenes, models) = reloadable.withLock { ($0.scenes, $0.models) }
+                try Self.importScenes(scenes, from: configuration.scenesFile, into: local, logger: logger) { [cache] in
+                    models.model(for: cache.device($0)?.info.productId)
+                }
+            }
+        }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, limits: IngestLimits(configuration))
         self.ingestor = ingestor
@@ -226,6 +241,7 @@ public final class Agent: Sendable {
             // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
             logger.info("connected and subscribed", metadata: [
                 "broker": configuration.broker, "devices": "\(cache.count)", "root": topics.root])
+            linkEngine.start(self)
         }
     }
 
@@ -311,6 +327,7 @@ public final class Agent: Sendable {
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
     package func stop() async {
+        linkEngine.stop()
         ingestor.stopWaiting()
         if role == .service, !isStandIn, client.state == .connected {
             // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a

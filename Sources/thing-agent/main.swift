@@ -7,6 +7,7 @@ let commands: [any Command.Type] = [
     GatewaysCommand.self, TransferCommand.self, FirmwareCommand.self, OTACommand.self, WifiScanCommand.self,
     SimulateCommand.self,
     DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, LinkCommand.self, NetworkCommand.self,
+    PairCommand.self,
     StatsCommand.self,
     VersionCommand.self,
 ]

@@ -103,11 +103,7 @@ public final class LocalStore: Sendable {
 
     /// Opens its own connection to the cache file. `readOnly` for readers that must not migrate (the CLI's `info`).
     public init(path: String, readOnly: Bool = false) throws {
-        var options = Database.Options()
-        options.readOnly = readOnly
-        let database = try Database(path: path, options: options)
-        if !readOnly { _ = try Migrator(CacheSchema.migrations).migrate(database) }
-        self.database = Mutex(database)
+        self.database = Mutex(try CacheSchema.open(path, readOnly: readOnly))
         self.path = path
     }
 

@@ -21,12 +21,15 @@ public enum DeviceEvent: Sendable, Equatable {
     /// A member of a multi-control link reported a new value and the link set the other members (`deviceId` is
     /// the member that reported it).
     case linkPropagated(deviceId: String, propagation: LinkPropagation)
+    /// A device was activated with a pairing (`pairing` is its bootstrap user name; `gatewayId` for a sub-device).
+    case activated(deviceId: String, pairing: String, gatewayId: String?)
 
     public var deviceId: String {
         switch self {
         case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
              .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _),
-             .backOnline(let id, _, _), .upgradeChanged(let id, _), .linkPropagated(let id, _):
+             .backOnline(let id, _, _), .upgradeChanged(let id, _), .linkPropagated(let id, _),
+             .activated(let id, _, _):
             id
         }
     }
@@ -42,6 +45,7 @@ public enum DeviceEvent: Sendable, Equatable {
         case .backOnline: .backOnline
         case .upgradeChanged: .ota
         case .linkPropagated: .link
+        case .activated: .activated
         }
     }
 }
@@ -63,8 +67,10 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let ota = DeviceEventKinds(rawValue: 1 << 7)
     /// Multi-control link propagations.
     public static let link = DeviceEventKinds(rawValue: 1 << 8)
+    /// Devices activated with a pairing.
+    public static let activated = DeviceEventKinds(rawValue: 1 << 9)
     public static let all: DeviceEventKinds = [
-        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota, .link,
+        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota, .link, .activated,
     ]
 }
 

@@ -6,7 +6,7 @@ import JSON
 extension Agent {
     /// The methods that wait for a device or the broker: they run beside the API's loop.
     static let waitingMethods: Set<String> = [
-        "set", "remove", "detail", "ota", "fetch", "wifiScan", "transfer", "groupSet",
+        "set", "remove", "detail", "ota", "fetch", "wifiScan", "transfer", "groupSet", "pair", "pairRevoke",
     ]
 
     func apiDeviceRequest(_ method: String, _ request: JSONObject, device id: String) async throws -> JSONValue {

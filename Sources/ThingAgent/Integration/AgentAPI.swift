@@ -70,7 +70,7 @@ extension Agent {
     /// The methods the API answers.
     public static let apiMethods = [
         "info", "devices", "set", "edit", "group", "network", "remove", "detail", "health", "firmware", "ota",
-        "fetch", "wifiScan", "gateways", "transfer", "scenes", "links", "groupSet",
+        "fetch", "wifiScan", "gateways", "transfer", "scenes", "links", "groupSet", "pair", "pairRevoke", "pairings",
     ]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
@@ -220,6 +220,8 @@ extension Agent {
             return (try await apiOTA(request, device: id, snapshot: snapshot), [:])
         case "fetch", "wifiScan", "gateways", "transfer":
             return (try await apiDeviceRequest(method, request, device: try device()), [:])
+        case "pair", "pairRevoke", "pairings":
+            return (try await apiPairing(method, request), [:])
         default:
             throw APIError(404, "unknown method '\(method)'; methods: \(Self.apiMethods.joined(separator: ", "))")
         }

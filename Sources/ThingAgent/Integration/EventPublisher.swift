@@ -21,6 +21,7 @@ enum EventPublisher {
         case .backOnline: "online"
         case .upgradeChanged: "ota"
         case .linkPropagated: "link"
+        case .activated: "activated"
         }
     }
 
@@ -64,6 +65,9 @@ enum EventPublisher {
             object["data"] = .object(upgrade.json)
         case .linkPropagated(_, let propagation):
             object["data"] = .object(propagation.json)
+        case .activated(_, let pairing, let gateway):
+            object["pairing"] = .string(pairing)
+            object["gatewayId"] = gateway.map(JSONValue.string) ?? .null
         }
         return object
     }

@@ -81,6 +81,15 @@ extension Agent {
         out.single("thing_agent_events_not_sent_total", .counter,
                    "Events that could not be published (not connected).", Double(integration.eventsNotSent))
 
+        if let provisioning = provisioningCounters {
+            out.family("thing_agent_activations_total", .counter,
+                       "Device activations with a pairing: activated, or refused by code (docs/protocol.md, Provisioning).")
+            out.sample("thing_agent_activations_total", [("outcome", "activated")], provisioning.activated)
+            for (code, count) in provisioning.refusals.sorted(by: { $0.key < $1.key }) {
+                out.sample("thing_agent_activations_total", [("outcome", "refused"), ("code", "\(code)")], count)
+            }
+        }
+
         out.family("thing_agent_build_info", .gauge, "The running version (always 1).")
         out.sample("thing_agent_build_info", [("version", ThingAgentVersion.current)], 1)
         out.single("process_start_time_seconds", .gauge, "Start time of the process since the Unix epoch in seconds.",

@@ -64,6 +64,8 @@ public final class Agent: Sendable {
     /// The budget of all clients together (`apiRateLimitTotal`), one bucket.
     let apiTotalRateLimiter: APIRateLimiter
     let apiLogLimiter = LogRateLimiter()
+    /// Pairings, activations and broker access; nil unless the daemon runs with `provisioning` on.
+    let provisioning: Provisioning?
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
@@ -142,10 +144,19 @@ public final class Agent: Sendable {
         let apiQueue = role == .service && !standIn && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
         self.apiQueue = apiQueue
+        // The daemon alone: a stand-in's removal leaves the broker credentials to the daemon's next start.
+        let provisioning = role == .service && !standIn && configuration.provisioning
+            ? try Self.makeProvisioning(configuration, cache: cache, logger: logger) : nil
+        self.provisioning = provisioning
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
-        if let apiQueue { elsewhere = { message in apiQueue.accept(message) } }
+        if apiQueue != nil || provisioning != nil {
+            elsewhere = { message in
+                (apiQueue?.accept(message) ?? false) || (provisioning?.accept(message) ?? false)
+            }
+        }
         // The writer tells the watches what it applied, whoever caused it.
         if role == .service { writer.watches.add(offlineWatch) }
+        if let provisioning { writer.watches.add(AccessWatch(provisioning: provisioning)) }
         if role != .observer { writer.watches.add(transferWatch) }
         otaWatch = OTAWatch(stallTimeout: configuration.otaStallTimeout, writer: writer, logger: logger)
         if role == .service {
@@ -233,9 +244,13 @@ public final class Agent: Sendable {
     /// Connects and subscribes. Throws a clear error when the broker cannot be used.
     package func start() async throws {
         flusher.start()
+        // Before the agent's own connection: the roles it publishes under are given first (a change to its
+        // user's roles drops every connection of that user), and every device's access is brought in line.
+        try await provisioning?.access.prepare()
         try await client.connect()
         let filters = topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
-        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []))
+        let activations = provisioning.map { _ in [(topics.activations, QoS.atLeastOnce)] } ?? []
+        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []) + activations)
         if role == .service, !isStandIn {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
             // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
@@ -296,6 +311,11 @@ public final class Agent: Sendable {
             if role == .service { group.addTask { await self.offlineWatch.run() } }
             if role != .observer { group.addTask { await self.transferWatch.run() } }
             if role == .service { group.addTask { await self.otaWatch.run() } }
+            if let provisioning {
+                group.addTask { await self.serveActivations(provisioning) }
+                group.addTask { await self.runPairingCleanup(provisioning) }
+                group.addTask { await provisioning.access.runSyncs() }
+            }
             group.addTask {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }
@@ -354,6 +374,10 @@ public final class Agent: Sendable {
             }
         }
         apiQueue?.finish()
+        if let provisioning {
+            provisioning.finish()
+            await provisioning.access.dynsec.disconnect()
+        }
         tracker.cancelAll()
         events.finishAll()
         // Everything is written: the file is the next writer's (a daemon starting again, a command).

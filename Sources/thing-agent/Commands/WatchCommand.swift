@@ -53,6 +53,7 @@ enum WatchCommand: Command {
             "\(id) firmware \(upgrade.image.version) \(upgrade.stage.rawValue) \(upgrade.progress)%"
         case .linkPropagated(let id, let propagation):
             "\(id) link \(propagation.link.terminalSafe()) \(propagation.code.terminalSafe())=\(Format.value(propagation.value))"
+        case .activated(let id, _, let gateway): "\(id) activated" + (gateway.map { " by gateway \($0)" } ?? "")
         }
     }
 }

@@ -9,12 +9,20 @@ import ThingAgent
 /// fields, and a second start while one is in progress.
 @Suite("thing-agent ota: a daemon gone, bounds, one upgrade at a time", .serialized)
 struct FirmwareGuardTests {
-    /// A device known online (its requests answered by the test's own task).
-    static func device(_ id: String, _ broker: MosquittoBroker) async throws -> SimulatedDevice {
-        let device = try SimulatedDevice(id, brokerURL: broker.url)
+    /// The daemon, and a device it knows online that accepts every `ota/start`, counting them.
+    static func daemonAndDevice(_ harness: AgentHarness, _ id: String)
+        async throws -> (device: SimulatedDevice, sent: AnswerCount, answering: Task<Void, Never>) {
+        try await harness.startDaemon()
+        let device = try SimulatedDevice(id, brokerURL: harness.broker.url)
         try await device.connect()
         try await device.status(true, time: t0)
-        return device
+        let sent = AnswerCount()
+        let answering = try await device.answer("ota/start") { _ in
+            sent.increment()
+            return #""code":0"#
+        }
+        _ = try await harness.waitForInfo(id) { $0["online"] == true }
+        return (device, sent, answering)
     }
 
     @Test(.timeLimit(.minutes(3)))
@@ -41,14 +49,7 @@ struct FirmwareGuardTests {
     func overLongURLsAndVersionsAreRefusedAndNothingIsSent() async throws {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)
-            try await harness.startDaemon()
-            let device = try await Self.device("long1", broker)
-            let sent = AnswerCount()
-            let answering = try await device.answer("ota/start") { _ in
-                sent.increment()
-                return #""code":0"#
-            }
-            _ = try await harness.waitForInfo("long1") { $0["online"] == true }
+            let (device, sent, answering) = try await Self.daemonAndDevice(harness, "long1")
             let longURL = "https://fw.example/" + String(repeating: "a", count: InputBounds.maxFirmwareURLBytes)
             let longVersion = "1.0.0-" + String(repeating: "b", count: InputBounds.maxFirmwareVersionBytes)
             for (url, version, named) in [(longURL, "2.0.0", "'url'"), ("https://fw.example/2", longVersion, "'version'")] {
@@ -78,14 +79,7 @@ struct FirmwareGuardTests {
     func aSecondStartWhileOneIsInProgressIsRefused() async throws {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)
-            try await harness.startDaemon()
-            let device = try await Self.device("busy1", broker)
-            let sent = AnswerCount()
-            let answering = try await device.answer("ota/start") { _ in
-                sent.increment()
-                return #""code":0"#
-            }
-            _ = try await harness.waitForInfo("busy1") { $0["online"] == true }
+            let (device, sent, answering) = try await Self.daemonAndDevice(harness, "busy1")
             @Sendable func start(_ version: String) async throws -> JSONValue {
                 try await OneWriterTests.ask(harness, "ota", JSONObject([
                     ("device", "busy1"), ("version", .string(version)), ("url", .string("https://fw.example/\(version)")),

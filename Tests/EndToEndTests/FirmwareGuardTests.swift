@@ -29,18 +29,52 @@ struct FirmwareGuardTests {
     func otaWithoutATimeoutEndsWhenTheDaemonStops() async throws {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)
+            let (device, _, answering) = try await Self.daemonAndDevice(harness, "gone1")
             // `ota gone1 --version 2.0.0` with no --timeout, following an upgrade the device accepted and then
-            // never reports on.
-            let (device, answering, running) = try await FirmwareTests.startScriptedUpgrade(harness, device: "gone1")
+            // never reports on; the daemon stops once the command follows it (it printed the upgrade's line).
+            let ota = try DaemonProcess(thingAgentExecutable(), [
+                "ota", "gone1", "--version", "2.0.0", "--url", "https://fw.example/2", "--sha256", FirmwareTests.hash,
+                "--broker", broker.url, "--db", harness.database,
+            ], logPath: harness.directory + "/ota.log")
+            try await waitUntil(timeout: .seconds(30)) { ota.log.contains("→ 2.0.0") || !ota.isRunning }
             try await harness.stopDaemon()
-            let result = try await running.value
-            #expect(result.status == 1, "\(result.stdout) \(result.stderr)")
-            #expect(result.stderr.contains("the daemon stopped"), "\(result.stderr)")
-            #expect(result.stderr.contains("thing-agent info gone1"), "\(result.stderr)")
+            // The daemon's grace (15 s) and the hang bound.
+            let status = await ota.waitForExit(timeout: .seconds(15) + DaemonProcess.hangBound)
+            #expect(status == 1, "\(ota.log)")
+            #expect(ota.log.contains("the daemon stopped"), "\(ota.log)")
+            #expect(ota.log.contains("thing-agent info gone1"), "\(ota.log)")
             // The upgrade stays recorded for the next daemon to follow.
             #expect(try await sqlite3(harness.database, "SELECT stage FROM ota_upgrades WHERE dev_id = 'gone1'")
                     == "accepted")
             answering.cancel()
+            await device.disconnect()
+        }
+    }
+
+    /// A daemon stopped while `ota/start` waits for its answer leaves the upgrade recorded, as a timeout does: the
+    /// request may have reached the device, and the next daemon follows (or, silent, stalls) it.
+    @Test(.timeLimit(.minutes(2)))
+    func aStopWhileTheStartWaitsForItsAnswerKeepsTheUpgrade() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("slow1", brokerURL: broker.url)
+            try await device.connect()
+            try await device.status(true, time: t0)
+            let silent = try await device.answer("ota/start") { _ in nil }
+            _ = try await harness.waitForInfo("slow1") { $0["online"] == true }
+            let ota = try DaemonProcess(thingAgentExecutable(), [
+                "ota", "slow1", "--version", "2.0.0", "--url", "https://fw.example/2", "--sha256", FirmwareTests.hash,
+                "--broker", broker.url, "--db", harness.database,
+            ], logPath: harness.directory + "/ota.log")
+            let row = "SELECT version || ' ' || stage FROM ota_upgrades WHERE dev_id = 'slow1'"
+            try await waitUntil(timeout: .seconds(30)) { (try? await sqlite3(harness.database, row)) == "2.0.0 accepted" }
+            try await harness.stopDaemon()
+            #expect(try await sqlite3(harness.database, row) == "2.0.0 accepted")
+            try await harness.startDaemon()
+            #expect(try await harness.info("slow1")?["upgrade"]?["stage"]?.stringValue == "accepted")
+            ota.signal(SIGKILL)
+            silent.cancel()
             await device.disconnect()
         }
     }

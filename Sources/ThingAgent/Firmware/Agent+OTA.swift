@@ -94,8 +94,9 @@ extension Agent {
         do {
             _ = try await request(.otaStart, to: deviceId, data: .object(data), timeout: timeout)
         } catch {
-            // A timeout leaves it recorded: the device may have started all the same (the stall watch ends it).
-            if !error.isTimeout {
+            // A timeout, or a stop of the agent while it waited, leaves it recorded: `ota/start` may have reached the
+            // device, which may have started all the same (the stall watch ends it, here or in the next daemon).
+            if !error.isTimeout, error != .cancelled {
                 do {
                     try writer.restoreUpgrade(device: deviceId, previous)
                 } catch let failure {

@@ -102,7 +102,8 @@ if section("ingest") || section("daemon") {
         report.add("`thing-agent run` on the backlog until `info` shows the last, event feed \(feed ? "on" : "off")",
                    "\(format(drain.perSecond)) msg/s",
                    "ratio \(format(drain.perSecond / raw, 2)), \(format(drain.cpuMicroseconds, 1)) µs CPU/msg "
-                   + "(ratio \(format(drain.cpuMicroseconds / rawCPU, 2))), \(format(drain.contextSwitches, 3)) switches/msg")
+                   + "(ratio \(format(drain.cpuMicroseconds / rawCPU, 2))), \(format(drain.contextSwitches, 3)) switches/msg"
+                   + (feed ? "; events published \(drain.eventsPublished), dropped \(drain.eventsDropped)" : ""))
     }
 }
 

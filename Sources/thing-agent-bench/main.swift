@@ -18,7 +18,7 @@ if let index = arguments.firstIndex(of: "--info-process"), index + 3 < arguments
     let cache = arguments[index + 2]
     for round in 1...3 {
         for executable in arguments[(index + 3)...] {
-            let (p50, p90) = try await infoProcessMilliseconds(executable: executable, cache: cache, devices: count)
+            let (p50, p90) = try infoProcessMilliseconds(executable: executable, cache: cache, devices: count)
             print("round \(round) \(executable): info p50 \(format(p50, 1)) ms, p90 \(format(p90, 1)) ms")
         }
     }
@@ -147,7 +147,7 @@ if section("cache") {
         if devices == 100_000 {
             let ns = try await deviceInfoNanoseconds(cache: path, devices: devices)
             report.add("deviceInfo in process, \(devices) devices", "\(format(ns)) ns/call")
-            let (p50, p90) = try await infoProcessMilliseconds(executable: binDirectory + "/thing-agent", cache: path,
+            let (p50, p90) = try infoProcessMilliseconds(executable: binDirectory + "/thing-agent", cache: path,
                                                                devices: devices)
             report.add("`thing-agent info` process, \(devices) devices, p50 / p90", "\(format(p50, 1)) / \(format(p90, 1)) ms")
             try compareWithSQLite(report, thingAgents: thingAgents, cache: path, devices: devices, quick: quick)

@@ -32,6 +32,13 @@ public final class GatewayTransferManager: Sendable {
     /// (the faulty one usually is), then by id.
     public func gateways() -> [DeviceSnapshot] {
         guard let me = agent.cache.device(deviceId) else { return [] }
+        return Self.gateways(replaceableBy: me, among: agent.cache.filter { $0.isReplaceable(by: me) })
+    }
+
+    /// The devices of `fleet` that `gateway` can replace, ordered as `gateways()` orders them (for a reader of the
+    /// cache file that has no agent).
+    public static func gateways(replaceableBy gateway: DeviceSnapshot,
+                                among fleet: some Sequence<DeviceSnapshot>) -> [DeviceSnapshot] {
         let rank: (DeviceSnapshot) -> Int = { device in
             switch device.online {
             case false?: 0
@@ -39,7 +46,7 @@ public final class GatewayTransferManager: Sendable {
             case true?: 2
             }
         }
-        return agent.cache.filter { $0.isReplaceable(by: me) }.sorted { (rank($0), $0.id) < (rank($1), $1.id) }
+        return fleet.filter { $0.isReplaceable(by: gateway) }.sorted { (rank($0), $0.id) < (rank($1), $1.id) }
     }
 
     /// Asks this gateway to take over the sub-devices of `faulty` (`R/D/thing/gateway/transfer/start`) and returns

@@ -139,7 +139,10 @@ struct GatewayCommandsTests {
             #expect(failed.status == 1)
             #expect(failed.stderr.contains("failed with failedCode no_route"))
 
-            // Stalled: ended by the stall timeout (and recorded as failed with failedCode timeout).
+            // Stalled: ended by the stall timeout (and recorded as failed with failedCode timeout). The daemon gives
+            // that verdict with its own timer, so it runs with the short stall timeout.
+            try await harness.stopDaemon()
+            try await harness.startDaemon(environment: ["THING_AGENT_TRANSFER_STALL_TIMEOUT": "1"])
             script.set([(.deviceConfigInit, "")])
             let stalled = try await runCommand(thingAgentExecutable(), args + ["--broker", broker.url, "--db", harness.database],
                                                environment: ["THING_AGENT_TRANSFER_STALL_TIMEOUT": "1"])

@@ -47,6 +47,13 @@ final class AgentHarness: Sendable {
 
     var daemon: DaemonProcess? { daemonBox.get() }
 
+    /// Stops the daemon with SIGTERM and waits until it has exited.
+    func stopDaemon() async throws {
+        let daemon = try #require(self.daemon)
+        daemon.signal(SIGTERM)
+        try await waitUntil(timeout: .seconds(20)) { !daemon.isRunning }
+    }
+
     /// Runs a CLI subcommand against the same broker and cache.
     func cli(_ arguments: [String], timeout: Duration = .seconds(30)) async throws -> ProcessResult {
         try await runCommand(thingAgentExecutable(), arguments + ["--broker", broker.url, "--db", database],

@@ -148,7 +148,8 @@ struct ShippedBrokerConfigTests {
             await reader.disconnect()
             try await Self.expectReads(broker, "thing-agent-cli", agentListener: true,
                                        allowed: ["thing-agent/agents/thing-agent/status",
-                                                 "thing-agent/replies/thing-agent-cli/1"],
+                                                 "thing-agent/replies/thing-agent-cli/1",
+                                                 "thing-agent/events/gw-example/transfer"],
                                        denied: ["thing-agent/replies/svc-dashboard/1"], marker: "things/dev1/thing/info")
         }
     }

@@ -241,46 +241,54 @@ struct GatewayTransferTests {
         }
     }
 
-    /// A transfer left running in the file by an interrupted CLI (the daemon never heard of its start) cannot
-    /// block the next one: following the gateway ends it once it is older than the stall timeout.
+    /// A transfer left running in the file by an interrupted command (the stand-in writer that started it stopped
+    /// before any report) cannot block the next one: the next writer on the file ends it once its stall timeout
+    /// has passed.
     @Test(.timeLimit(.minutes(1)))
     func followingEndsAStalledTransferLeftInTheFile() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { daemon, database in
-                let fleet = try await GatewayFleet.start(broker)
-                try await fleet.cached(by: daemon)
-                try await waitUntil { ((try? CacheReader(path: database).devices()) ?? []).count == 7 }
-                let answering = try await Self.accept(fleet)
-                var configuration = daemon.configuration
-                configuration.transferStallTimeout = .milliseconds(500)
-                func requester() async throws -> Agent {
-                    configuration.clientID = "cli-\(UInt32.random(in: 0...UInt32.max))"
-                    let agent = try Agent(configuration: configuration, role: .requester)
-                    try await agent.start()
-                    try await agent.follow("gwNew", kinds: .transfer)
-                    return agent
-                }
-                let interrupted = try await requester()
-                try await GatewayTransferManager(deviceId: "gwNew", agent: interrupted).transfer(fromGateway: "gwOld")
-                await interrupted.stop()  // as if Ctrl-C: no report came, nobody watches it any more
-                #expect((try CacheReader(path: database).device("gwNew"))?.transfer?.status == .unknown)
-
-                try await Task.sleep(for: .milliseconds(600))
-                let next = try await requester()
-                let manager = GatewayTransferManager(deviceId: "gwNew", agent: next)
-                #expect(manager.deviceTransferInfo().status == .failed)
-                #expect(manager.deviceTransferInfo().failedCode == "timeout")
-                let started = try await manager.transfer(fromGateway: "gwOld")
-                #expect(started.status == .unknown)
-                await next.stop()
-                answering.cancel()
-                await fleet.disconnect()
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            var configuration = AgentTests.configuration(broker, directory: directory)
+            let database = configuration.database
+            let fleet = try await GatewayFleet.start(broker)
+            // A daemon caches the fleet, then stops: from then on commands write the file themselves.
+            let daemon = try Agent(configuration: configuration)
+            let running = try await daemon.runUntilSubscribed()
+            try await fleet.cached(by: daemon)
+            running.cancel()
+            _ = try? await running.value
+            try await waitUntil { ((try? CacheReader(path: database).devices()) ?? []).count == 7 }
+            let answering = try await Self.accept(fleet)
+            configuration.transferStallTimeout = .milliseconds(500)
+            func standIn() async throws -> Agent {
+                let agent = try Agent(configuration: configuration, role: .service, standIn: true)
+                try await agent.start()
+                return agent
             }
+            let interrupted = try await standIn()
+            try await GatewayTransferManager(deviceId: "gwNew", agent: interrupted).transfer(fromGateway: "gwOld")
+            await interrupted.stop()  // as if Ctrl-C: no report came, nobody watches it any more
+            #expect((try CacheReader(path: database).device("gwNew"))?.transfer?.status == .unknown)
+
+            let next = try await standIn()
+            let timers = Task { await next.runTimers() }
+            let manager = GatewayTransferManager(deviceId: "gwNew", agent: next)
+            try await waitUntil { manager.deviceTransferInfo().status == .failed }
+            #expect(manager.deviceTransferInfo().status == .failed)
+            #expect(manager.deviceTransferInfo().failedCode == "timeout")
+            let started = try await manager.transfer(fromGateway: "gwOld")
+            #expect(started.status == .unknown)
+            timers.cancel()
+            await next.stop()
+            answering.cancel()
+            await fleet.disconnect()
         }
     }
 
-    /// A requester (the CLI) writes the daemon's file: it reads each device from the file before changing it, so
-    /// the relink it commits never rolls back what the daemon wrote after the requester loaded its cache.
+    /// A client of the daemon (`AgentClient`, as the CLI is) starts a transfer through the daemon's API and
+    /// follows it on the daemon's event feed; the daemon alone writes the file, so the relink never rolls back
+    /// what the daemon wrote after the client read the file.
     @Test(.timeLimit(.minutes(1)))
     func requesterFollowingATransferNeverRollsBackTheDaemonsWrites() async throws {
         try await withBroker { broker in
@@ -289,33 +297,36 @@ struct GatewayTransferTests {
                 try await fleet.cached(by: daemon)
                 let answering = try await Self.accept(fleet)
                 try await waitUntil { ((try? CacheReader(path: database).devices()) ?? []).count == 7 }
-                var configuration = daemon.configuration
-                configuration.clientID = "cli-\(UInt32.random(in: 0...UInt32.max))"
-                let requester = try Agent(configuration: configuration, role: .requester)
-                try await requester.start()
-                #expect(requester.cache.device("sub1")?.wifiSignal == nil)
+                let requester = try AgentClient(configuration: daemon.configuration)
+                try await requester.connect()
+                #expect(try requester.device("sub1")?.wifiSignal == nil)
 
-                // Written by the daemon only, after the requester loaded the file.
+                // Written by the daemon only, after the client read the file.
                 let sub1 = try #require(fleet.others.first { $0.id == "sub1" })
                 try await sub1.signal(wifi: -61, time: t0 + 5)
                 try await waitUntil { daemon.cache.device("sub1")?.wifiSignal?.dBm == -61 }
 
-                try await requester.follow("gwNew", kinds: .transfer)
-                let manager = GatewayTransferManager(deviceId: "gwNew", agent: requester)
-                let updates = manager.statusUpdates
-                try await manager.transfer(fromGateway: "gwOld")
+                let updates = try await requester.transferUpdates(gateway: "gwNew")
+                let start = try await requester.transfer(gateway: "gwNew", fromGateway: "gwOld")
+                #expect(start.moving == ["sub1", "sub2"])
+                #expect(start.info.status == .unknown)
                 for (n, status) in [TransferStatus.deviceConfigInit, .deviceDataInit, .osConfigInit, .finish].enumerated() {
                     try await fleet.report(status, time: t0 + 100 + Int64(n))
                 }
-                for await info in updates where info.status == .finish { break }
-                #expect(requester.cache.subDevices(of: "gwNew").map(\.id) == ["sub1", "sub2"])
+                var seen: [TransferStatus] = []
+                for await info in updates {
+                    seen.append(info.status)
+                    if info.status == .finish { break }
+                }
+                #expect(seen == [.unknown, .deviceConfigInit, .deviceDataInit, .osConfigInit, .finish])
+                #expect(try await requester.subDevices(of: "gwNew") == ["sub1", "sub2"])
                 try await waitUntil { daemon.cache.subDevices(of: "gwNew").count == 2 }
 
-                try await Task.sleep(for: .milliseconds(200))  // the daemon's flusher writes its relink too
+                try await waitUntil { (try? CacheReader(path: database).device("sub1"))??.info.gatewayId == "gwNew" }
                 let onDisk = try #require(try CacheReader(path: database).device("sub1"))
                 #expect(onDisk.info.gatewayId == "gwNew")
                 #expect(onDisk.wifiSignal?.dBm == -61, "the requester wrote back its older copy")
-                await requester.stop()
+                await requester.disconnect()
                 answering.cancel()
                 await fleet.disconnect()
             }

@@ -12,6 +12,11 @@ public final class CacheReader {
         try store.loadDevice(id)
     }
 
+    /// The devices whose info names `gateway` as their gateway.
+    public func subDevices(of gateway: String) throws -> [DeviceSnapshot] {
+        try store.loadSubDevices(of: gateway)
+    }
+
     /// The receive-path counters the daemon last wrote into the file; nil when no daemon ran on it yet.
     public func statistics() throws -> StoredStatistics? {
         StoredStatistics(metaRows: try store.meta(prefix: "ingest."))

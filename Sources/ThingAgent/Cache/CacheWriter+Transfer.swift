@@ -2,7 +2,7 @@ import JSON
 
 /// Gateway-replacement changes that do not come from a device: the start a gateway accepted and the end of a
 /// transfer that stalled. Each is written as the transfer-status report it amounts to and goes the way reports go
-/// (the daemon journals it before applying it, so a restart replays it; a requester commits it to the file).
+/// (journaled before it is applied, so a restart replays it).
 extension CacheWriter {
     /// Failed code given to a transfer ended by the agent because it made no progress.
     static let stallFailedCode = "timeout"
@@ -38,15 +38,6 @@ extension CacheWriter {
     /// applied under the same lock, so no report can slip in between.
     private func applyVerdict(to gateway: String, topic: String, now: Millis,
                               _ verdict: @escaping @Sendable (TransferInfo?) -> TransferStatusReport?) throws -> TransferInfo? {
-        if sharesFile {
-            return try commit { batch throws -> TransferInfo? in
-                guard var device = try batch.device(gateway) else { return nil }
-                guard let report = verdict(device.transfer) else { return device.transfer }
-                let changes = try device.apply(.transferStatus(report), now: now)
-                batch.stage(device, changes, persist: !changes.isEmpty)
-                return device.transfer
-            }
-        }
         _ = try applyInPlace(to: gateway, now: now) { device in
             guard let device, let report = verdict(device.transfer) else { return nil }
             return (.transferStatus(report), (topic, report.payload))

@@ -6,9 +6,7 @@ import Synchronization
 /// apply it to the device's snapshot in place, mark what changed as dirty, tell listeners. SQLite gets the dirty
 /// devices later, in one transaction per batch, with the journal position it covers (`flush()`).
 /// Memory never runs ahead of the journal, and SQLite plus the journal's tail always hold everything applied.
-///
-/// A requester (the CLI) shares the daemon's file and keeps no journal: it takes the path in
-/// `CacheWriter+SharedFile.swift` instead, one SQLite transaction per change, reading each device from the file.
+/// One writer per cache file: the daemon, or a command that holds the cache's lock while no daemon runs.
 final class CacheWriter: Sendable {
     let cache: DeviceCache
     let hub: EventHub
@@ -16,11 +14,6 @@ final class CacheWriter: Sendable {
     let watches = CacheWatches()
     /// The latest firmware upgrade per device (`CacheWriter+OTA.swift` changes it).
     let upgrades = OTAUpgrades()
-    /// Another process (the daemon) writes the same file, so each device is read from the file, inside the write
-    /// transaction, before it is changed: this process never writes back an older copy it holds in memory. The
-    /// other process may have applied a message already; listeners then hear what changed in this process's view
-    /// (memory before, file after), so they miss nothing.
-    let sharesFile: Bool
     /// Property codes one device may have (`maxPropertiesPerDevice`).
     let maxProperties: Int
     /// `trustForeignTransfers`: a finish for a transfer started elsewhere re-links when the gateway is eligible.
@@ -80,7 +73,7 @@ final class CacheWriter: Sendable {
     let journalUsage: AtomicCounter?
 
     init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
-         sharesFile: Bool = false, storage: StorageMonitor = StorageMonitor(), maxProperties: Int = .max,
+         storage: StorageMonitor = StorageMonitor(), maxProperties: Int = .max,
          trustsForeignTransfers: Bool = false) {
         journalUsage = journal?.usedBytes
         self.storage = storage
@@ -91,7 +84,6 @@ final class CacheWriter: Sendable {
         self.ingest = Mutex(IngestState(journal: journal))
         self.cache = cache
         self.hub = hub
-        self.sharesFile = sharesFile
     }
 
     enum Outcome: Equatable {
@@ -104,7 +96,6 @@ final class CacheWriter: Sendable {
     /// sub-devices as part of the same change (so a replay of the journaled report re-links them again).
     func apply(_ message: InboundMessage, to deviceId: String, now: Millis,
                raw: (topic: String, payload: [UInt8])? = nil) throws -> Outcome {
-        if sharesFile { return try applyToSharedFile(message, to: deviceId, now: now) }
         return try applyInPlace(to: deviceId, now: now, prepared: (message, raw)) ?? .unchanged
     }
 

@@ -12,20 +12,28 @@ extension Agent {
     /// broken), and that the device is not known to be offline (`.deviceOffline`, unless `force`).
     public func checkPropertySet(deviceId: String, _ values: [String: JSONValue],
                                  force: Bool = false) throws(RequestError) {
+        try Self.checkPropertySet(deviceId: deviceId, values, device: cache.device(deviceId), models: models,
+                                  force: force)
+    }
+
+    /// `checkPropertySet` against a snapshot of the device (nil: unknown) and thing models, wherever they come from
+    /// (the agent's cache, or the cache file as `AgentClient` reads it).
+    static func checkPropertySet(deviceId: String, _ values: [String: JSONValue], device: DeviceSnapshot?,
+                                 models: ThingModels, force: Bool) throws(RequestError) {
         guard DeviceID.isValid(deviceId) else { throw .unsupported(deviceId: deviceId, reason: "not a valid device id") }
         guard !values.isEmpty else { throw .invalid("no property to set") }
         // Even without a model a code must be one a device could report back (PayloadDecoder's limit).
         for code in values.keys.sorted() where code.isEmpty || code.utf8.count > PayloadDecoder.maxPropertyCodeLength {
             throw .invalid("property code '\(code.prefix(80))' is empty or longer than 64 bytes")
         }
-        if let model = thingModel(for: deviceId) {
+        if let model = models.model(for: device?.info.productId) {
             do {
                 try model.validate(values)
             } catch {
                 throw .invalid(error.description)
             }
         }
-        try checkReachable(deviceId, force: force)
+        if !force, device?.online == false { throw .deviceOffline(deviceId: deviceId) }
     }
 
     /// Sets properties on a device (`R/D/thing/properties/set`, QoS 1, codes in sorted order) and waits for its

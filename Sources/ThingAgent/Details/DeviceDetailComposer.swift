@@ -101,6 +101,7 @@ public final class DeviceDetailComposer: Sendable {
 
     public let agent: Agent
     public let config: DetailConfig
+    private let networkTimeout: Duration?
     private let providers = Mutex<[String: Registered]>([:])
     private let clickHandler = Mutex<(@Sendable (DetailAction) async -> Void)?>(nil)
 
@@ -113,7 +114,14 @@ public final class DeviceDetailComposer: Sendable {
     ]
     static let sectionTitles = ["section_off_line_warn": "Offline notification", "section_other": "Other"]
 
-    public init(agent: Agent, config: DetailConfig = .standard) {
+    public convenience init(agent: Agent, config: DetailConfig = .standard) {
+        self.init(agent: agent, config: config, networkTimeout: nil)
+    }
+
+    /// `networkTimeout`: how long check_device_network waits for its answer (nil: `requestTimeout`), for an API
+    /// request that names its own.
+    package init(agent: Agent, config: DetailConfig, networkTimeout: Duration?) {
+        self.networkTimeout = networkTimeout
         self.agent = agent
         self.config = config
     }
@@ -290,7 +298,7 @@ public final class DeviceDetailComposer: Sendable {
     /// A live `info/get` round trip: latency and the signal quality it reports.
     private func checkNetwork(_ device: DeviceSnapshot,
                               _ make: (DetailItem.Status, JSONValue?, String?) -> DetailItem) async -> DetailItem {
-        let outcome = await agent.send(.getInfo, to: device.id)
+        let outcome = await agent.send(.getInfo, to: device.id, timeout: networkTimeout)
         guard outcome.succeeded else {
             return make(.failed, .object(JSONObject([("outcome", .string(outcome.outcome))])),
                         outcome.error?.description ?? "no answer")

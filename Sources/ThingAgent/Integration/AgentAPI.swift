@@ -54,10 +54,13 @@ extension EditError {
 struct APIError: Error {
     let code: Int
     let message: String
+    /// A device request's error (`RequestError.json`), answered beside `message` as `error`.
+    var error: JSONObject?
 
-    init(_ code: Int, _ message: String) {
+    init(_ code: Int, _ message: String, error: JSONObject? = nil) {
         self.code = code
         self.message = message
+        self.error = error
     }
 }
 
@@ -65,6 +68,7 @@ extension Agent {
     /// The methods the API answers.
     public static let apiMethods = [
         "info", "devices", "set", "edit", "group", "network", "remove", "detail", "health", "firmware", "ota",
+        "fetch", "wifiScan", "gateways", "transfer",
     ]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
@@ -73,7 +77,7 @@ extension Agent {
         await withDiscardingTaskGroup { group in
             for await message in queue.stream {
                 let method = String(message.topic.dropFirst(queue.prefix.count))
-                if ["set", "remove", "detail", "ota"].contains(method) {
+                if Self.waitingMethods.contains(method) {
                     group.addTask { await self.answer(message, method: method, counters: queue.counters) }
                 } else {
                     await answer(message, method: method, counters: queue.counters)
@@ -141,6 +145,7 @@ extension Agent {
             let failure = error as? APIError ?? APIError(500, "\(error)")
             reply["code"] = .integer(Int64(failure.code))
             reply["message"] = .string(failure.message)
+            if let error = failure.error { reply["error"] = .object(error) }
             counters.requestsRejected.add(1, ordering: .relaxed)
         }
         do {
@@ -182,7 +187,7 @@ extension Agent {
             for (code, value) in data { values[code] = value }
             let outcome = await sendPropertySet(deviceId: id, values, timeout: timeout,
                                                 force: request["force"]?.boolValue ?? false)
-            return (.object(outcome.json), [:])
+            return (.object(outcome.apiJSON), [:])
         case "edit", "group", "network":
             do {
                 guard let change = try LocalChange(method: method, request: request) else { throw APIError(404, method) }
@@ -202,13 +207,14 @@ extension Agent {
             return (.object(JSONObject([("removed", .string(id))])), [:])
         case "detail":
             let (id, _) = try known()
-            let composer = DeviceDetailComposer(agent: self, config: detailConfig)
-            return (.object(await composer.compose(id).json), [:])
+            return (try await apiDetail(id, request), [:])
         case "firmware":
             return (try apiFirmware(request), [:])
         case "ota":
             let (id, snapshot) = try known()
             return (try await apiOTA(request, device: id, snapshot: snapshot), [:])
+        case "fetch", "wifiScan", "gateways", "transfer":
+            return (try await apiDeviceRequest(method, request, device: try device()), [:])
         default:
             throw APIError(404, "unknown method '\(method)'; methods: \(Self.apiMethods.joined(separator: ", "))")
         }

@@ -1,9 +1,19 @@
+import JSON
+
 /// Runs scenes: every action's property set, each checked against its device's thing model like any set.
 public struct SceneRunner: Sendable {
-    public let agent: Agent
+    /// Sends one action's set and reports how it ended.
+    typealias Set = @Sendable (_ deviceId: String, _ values: [String: JSONValue], _ timeout: Duration?,
+                               _ force: Bool) async -> RequestOutcome
+    private let set: Set
 
     public init(agent: Agent) {
-        self.agent = agent
+        set = { await agent.sendPropertySet(deviceId: $0, $1, timeout: $2, force: $3) }
+    }
+
+    /// Runs the scene's sets through `set` (an `AgentClient`'s, through the daemon).
+    init(set: @escaping Set) {
+        self.set = set
     }
 
     /// Runs every action of `scene` and reports each outcome, in the scene's order. Devices are set concurrently;
@@ -13,15 +23,14 @@ public struct SceneRunner: Sendable {
         let started = ContinuousClock.now
         var byDevice: [String: [Int]] = [:]
         for (index, action) in scene.actions.enumerated() { byDevice[action.deviceId, default: []].append(index) }
-        let agent = agent
+        let set = set
         let outcomes = await withTaskGroup(of: [(Int, RequestOutcome)].self) { group in
             for indices in byDevice.values {
                 let actions = indices.map { ($0, scene.actions[$0]) }
                 group.addTask {
                     var done: [(Int, RequestOutcome)] = []
                     for (index, action) in actions {
-                        done.append((index, await agent.sendPropertySet(
-                            deviceId: action.deviceId, action.properties, timeout: timeout, force: force)))
+                        done.append((index, await set(action.deviceId, action.properties, timeout, force)))
                     }
                     return done
                 }

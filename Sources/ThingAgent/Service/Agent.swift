@@ -10,21 +10,23 @@ import Synchronization
 /// subscribes and works until its task is cancelled, then stops gracefully: it owns ingest, journal, flusher,
 /// timers and the API, as a swift-service-lifecycle `Service` owns its work.
 ///
-/// Within the package the same type also serves the CLI's short-lived roles (`Role`), started and stopped by
-/// hand; a library user sees the service alone.
+/// Within the package the same type also runs as a stand-in for the daemon (`standIn`: a short-lived command
+/// that holds the cache's lock while no daemon runs, and writes it as the daemon would) and as an observer
+/// (`Role`); a library user sees the service alone, and `AgentClient` beside it.
 public final class Agent: Sendable {
     package enum Role: Sendable {
-        /// The daemon: subscribes to every device topic, announces itself, keeps the cache.
+        /// The cache's writer: subscribes to every device topic, keeps the cache, sends requests.
         case service
-        /// A short-lived client (the CLI): reads the cache, sends requests, listens only for answers and for the
-        /// devices it `follow`s; it writes the daemon's file without rolling it back (`CacheWriter.sharesFile`).
-        case requester
-        /// Follows every device topic into a memory-only copy of the cache (`thing-agent watch`); writes nothing.
+        /// Follows every device topic into a memory-only copy of the cache; writes nothing.
         case observer
     }
 
     public let configuration: AgentConfiguration
     package let role: Role
+    /// A service run by a short-lived command while no daemon runs: it neither announces itself nor serves the API,
+    /// uses a client id of its own with a clean session, leaves the daemon's counters in the file, and logs its
+    /// start and stop quietly.
+    package let isStandIn: Bool
     public let cache: DeviceCache
     public let events: EventHub
     public let logger: AgentLogger
@@ -71,11 +73,13 @@ public final class Agent: Sendable {
                       shouldStop: shouldStop)
     }
 
-    /// The service, or one of the CLI's roles.
+    /// The service (or its stand-in), or an observer.
     package init(configuration: AgentConfiguration, role: Role, logger: AgentLogger = .disabled,
-                 lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+                 lockCache: Bool = false, standIn: Bool = false,
+                 shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         self.configuration = configuration
         self.role = role
+        isStandIn = standIn
         self.logger = logger
         reloadable = Mutex(try ReloadableSettings(configuration, role: role))
         topics = configuration.topics
@@ -115,8 +119,7 @@ public final class Agent: Sendable {
         let storage = role == .service
             ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
             : StorageMonitor()
-        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, sharesFile: role == .requester,
-                             storage: storage, maxProperties: configuration.maxPropertiesPerDevice,
+        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, storage: storage, maxProperties: configuration.maxPropertiesPerDevice,
                              trustsForeignTransfers: configuration.trustForeignTransfers)
         if role == .service, PrivateFiles.isReadableByOthers(configuration.database) {
             logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
@@ -133,8 +136,8 @@ public final class Agent: Sendable {
             local?.offlineWarningEnabled(device) ?? true
         }
         transferWatch = TransferWatch(stallTimeout: configuration.transferStallTimeout, writer: writer,
-                                      topics: topics, watchesAll: role == .service, logger: logger)
-        let apiQueue = role == .service && configuration.serveAPI
+                                      topics: topics, logger: logger)
+        let apiQueue = role == .service && !standIn && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
         self.apiQueue = apiQueue
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
@@ -155,7 +158,7 @@ public final class Agent: Sendable {
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
         let since = Timestamp.now()
         let counters = ingestor.counters
-        let report: (@Sendable () -> [String: Int64])? = role != .service ? nil : { @Sendable in
+        let report: (@Sendable () -> [String: Int64])? = role != .service || standIn ? nil : { @Sendable in
             var rows = counters.snapshot.metaRows
             rows[IngestStatistics.sinceKey] = since
             return rows
@@ -178,9 +181,9 @@ public final class Agent: Sendable {
             offlineWatch.restore(offline: cache.filter { $0.online == false }.map { ($0.id, $0.updatedAt) })
             transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
         }
-        let mqtt = Self.mqttConfiguration(configuration, role: role)
+        let mqtt = Self.mqttConfiguration(configuration, daemon: role == .service && !standIn)
         let connectionLog = ConnectionLog(broker: configuration.broker, clientID: mqtt.clientID, logger: logger,
-                                          quiet: role != .service)
+                                          quiet: role != .service || standIn)
         self.connectionLog = connectionLog
         client = try MQTTClient(
             configuration: mqtt, streamMessages: false,
@@ -216,12 +219,9 @@ public final class Agent: Sendable {
     package func start() async throws {
         flusher.start()
         try await client.connect()
-        let filters: [(String, QoS)] = switch role {
-        case .service, .observer: topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
-        case .requester: RequestKind.allCases.map { ("\(topics.root)/+/thing/\($0.rawValue)_response", .atLeastOnce) }
-        }
+        let filters = topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
         try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []))
-        if role == .service {
+        if role == .service, !isStandIn {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
             // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
             logger.info("connected and subscribed", metadata: [
@@ -272,8 +272,8 @@ public final class Agent: Sendable {
         await stop()
     }
 
-    /// Runs the agent's timers until the calling task is cancelled: offline warnings (the daemon) and the end of
-    /// stalled gateway transfers (the daemon for every gateway, a requester for the gateways it follows).
+    /// Runs the agent's timers until the calling task is cancelled: offline warnings, the end of stalled gateway
+    /// transfers and of stalled firmware upgrades.
     /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
     package func runTimers() async {
         await withDiscardingTaskGroup { group in
@@ -283,34 +283,6 @@ public final class Agent: Sendable {
             group.addTask {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }
-        }
-    }
-
-    /// Makes a requester receive more of `deviceId`'s reports than the answers it waits for: it subscribes to the
-    /// device's topics for `kinds` and keeps what they carry in its cache (`.transfer`: gateway-transfer progress,
-    /// which a requester that started a transfer needs). The daemon and observers already receive everything.
-    package func follow(_ deviceId: String, kinds: DeviceEventKinds) async throws {
-        guard role == .requester else { return }
-        guard DeviceID.isValid(deviceId) else {
-            throw RequestError.unsupported(deviceId: deviceId, reason: "not a valid device id")
-        }
-        var filters: [(String, QoS)] = []
-        if kinds.contains(.properties) { filters.append((topics.properties(deviceId), .atLeastOnce)) }
-        if kinds.contains(.status) || kinds.contains(.offlineWarning) {
-            filters.append((topics.status(deviceId), .atLeastOnce))
-        }
-        if kinds.contains(.signal) { filters.append((topics.signal(deviceId), .atMostOnce)) }
-        if kinds.contains(.info) { filters.append((topics.info(deviceId), .atLeastOnce)) }
-        if kinds.contains(.transfer) {
-            filters.append((topics.transferStatus(deviceId), .atLeastOnce))
-        }
-        guard !filters.isEmpty else { return }
-        try await client.subscribe(filters)
-        if kinds.contains(.transfer) {
-            // A transfer the file shows running but stalled (its CLI was interrupted, the daemon never heard of
-            // the start) ends now, so it cannot block a new one until some daemon restarts.
-            transferWatch.follow(deviceId, current: cache.device(deviceId)?.transfer)
-            transferWatch.failStalled(now: Timestamp.now())
         }
     }
 
@@ -340,7 +312,7 @@ public final class Agent: Sendable {
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
     package func stop() async {
         ingestor.stopWaiting()
-        if role == .service, client.state == .connected {
+        if role == .service, !isStandIn, client.state == .connected {
             // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a
             // backlog of messages to the agent (seen taking 2 s), and the announcement goes out before the
             // DISCONNECT either way (the SIGTERM-under-load test checks it arrives). Disconnecting fails the wait.
@@ -368,7 +340,7 @@ public final class Agent: Sendable {
         tracker.cancelAll()
         events.finishAll()
         // A short-lived CLI client stopping is not news on every command's stderr.
-        logger.log(role == .service ? .info : .debug, "stopped")
+        logger.log(role == .service && !isStandIn ? .info : .debug, "stopped")
     }
 
     /// Feeds a message to the receive path as if the broker had delivered it (benchmarks and tests of the
@@ -410,25 +382,32 @@ public final class Agent: Sendable {
         if let data { payload["data"] = data }
         let bytes = JSONValue.object(payload).serializedBytes()
         let topic = topics.request(kind, device: deviceId)
-        // Published from a task of its own so that the timeout also covers the publish: a broker that stops
-        // answering is noticed only after the keepalive, and the request must end as a timeout, not hang.
+        // The publish runs beside the wait, as a child task: the wait's timeout also covers a publish held up by a
+        // broker that stopped answering (noticed only after the keepalive). Once the wait ends the child is
+        // cancelled, which gives up waiting for the PUBACK (the message may still go out).
         let client = client, tracker = tracker, logger = logger
-        Task {
-            do throws(MQTTError) {
-                try await client.publish(topic, payload: bytes, qos: .atLeastOnce)
-            } catch {
-                guard error.kind == .notConnected else {
-                    tracker.fail(msgId, .notSent(reason: "\(error)"))
-                    return
+        var result = await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                do throws(MQTTError) {
+                    try await client.publish(topic, payload: bytes, qos: .atLeastOnce)
+                } catch {
+                    // Given up because the request already ended: nothing to say.
+                    if Task.isCancelled { return }
+                    guard error.kind == .notConnected else {
+                        tracker.fail(msgId, .notSent(reason: "\(error)"))
+                        return
+                    }
+                    // The connection dropped before the broker's PUBACK: libmosquitto sends the message again
+                    // after reconnecting, so the device may still get it and answer. Saying "not sent" could be
+                    // false; the request goes on to its answer or its timeout.
+                    logger.notice("connection lost while sending a request; it is resent on reconnect", metadata: [
+                        "topic": topic, "msgId": msgId])
                 }
-                // The connection dropped before the broker's PUBACK: libmosquitto sends the message again after
-                // reconnecting, so the device may still get it and answer. Saying "not sent" could be false;
-                // the request goes on to its answer or its timeout.
-                logger.notice("connection lost while sending a request; it is resent on reconnect", metadata: [
-                    "topic": topic, "msgId": msgId])
             }
+            let result = await tracker.wait(for: msgId, timeout: timeout ?? configuration.requestTimeout)
+            group.cancelAll()
+            return result
         }
-        var result = await tracker.wait(for: msgId, timeout: timeout ?? configuration.requestTimeout)
         if case .success(let answer) = result, answer.code != 0 {
             result = .failure(.refused(code: answer.code, message: answer.message))
         }
@@ -460,13 +439,14 @@ public final class Agent: Sendable {
         ])).serializedBytes()
     }
 
-    static func mqttConfiguration(_ config: AgentConfiguration, role: Role) -> MQTTConfiguration {
-        let clientID = role == .service ? config.clientID : config.commandClientID
+    /// The daemon's connection (`daemon`: its client id, persistent session, will and birth), or a command's.
+    static func mqttConfiguration(_ config: AgentConfiguration, daemon: Bool) -> MQTTConfiguration {
+        let clientID = daemon ? config.clientID : config.commandClientID
         var mqtt = config.mqtt(clientID: clientID)
-        let persistent = role == .service && config.persistentSession
+        let persistent = daemon && config.persistentSession
         mqtt.cleanSession = !persistent
         if persistent, mqtt.protocolVersion == .v5 { mqtt.sessionExpiry = UInt32(config.sessionExpiry) }
-        if role == .service {
+        if daemon {
             mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
                                  qos: .atLeastOnce, retain: true)
             // After every connect and reconnect, before anything else: the will (or a broker restart without

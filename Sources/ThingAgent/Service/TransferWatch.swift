@@ -2,28 +2,24 @@ import Synchronization
 
 /// Ends a gateway replacement that made no progress (no status change) for `stallTimeout` as failed with
 /// failedCode `timeout`, through the cache writer, so the verdict is persisted and heard like a report.
-///
-/// It watches the transfers this agent hears about: all of them for the daemon, only the followed gateways for a
-/// requester (its cache copy of other gateways is not kept current, so it must not judge them).
+/// It watches every transfer the writer applies.
 final class TransferWatch: Sendable {
     let stallTimeout: Duration
     private let writer: CacheWriter
     private let topics: Topics
     private let logger: AgentLogger
     private struct State {
-        var watchesAll: Bool
-        var followed: Set<String> = []
         /// Running transfers: gateway to the agent time of its latest change.
         var running: [String: Millis] = [:]
     }
     private let state: Mutex<State>
 
-    init(stallTimeout: Duration, writer: CacheWriter, topics: Topics, watchesAll: Bool, logger: AgentLogger) {
+    init(stallTimeout: Duration, writer: CacheWriter, topics: Topics, logger: AgentLogger) {
         self.stallTimeout = stallTimeout
         self.writer = writer
         self.topics = topics
         self.logger = logger
-        state = Mutex(State(watchesAll: watchesAll))
+        state = Mutex(State())
     }
 
     /// Starts watching the running transfers already cached (the daemon at start). Their clocks start now: the
@@ -37,18 +33,9 @@ final class TransferWatch: Sendable {
         }
     }
 
-    /// A requester follows `gateway`'s reports from now on.
-    func follow(_ gateway: String, current: TransferInfo?) {
-        state.withLock { state in
-            state.followed.insert(gateway)
-            if let current, !current.status.isIdle { state.running[gateway] = current.updatedAt }
-        }
-    }
-
     /// Called after every committed transfer change.
     func transferChanged(_ info: TransferInfo) {
         state.withLock { state in
-            guard state.watchesAll || state.followed.contains(info.sourceDeviceId) else { return }
             state.running[info.sourceDeviceId] = info.status.isIdle ? nil : info.updatedAt
         }
     }

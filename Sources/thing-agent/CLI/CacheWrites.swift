@@ -7,18 +7,10 @@ import ThingAgent
 enum CacheWriteAccess {
     case daemon(clientID: String)
     case here(CacheLock)
-}
-
-extension Command {
-    /// `--timeout S` for commands that may wait for the daemon's answer.
-    static var daemonTimeoutOption: OptionSpec {
-        OptionSpec(name: "timeout", valueName: "S", help: "seconds to wait for the daemon's answer (default 10)")
-    }
 
     /// Finds out who writes the cache: a daemon holding the lock names itself in the lock file; another command
     /// holding it for a moment is waited for (a few seconds at most).
-    static func writeAccess(_ configuration: AgentConfiguration) async throws -> CacheWriteAccess {
-        _ = try openExisting(configuration, verb: "open") { $0 }
+    static func find(_ configuration: AgentConfiguration) async throws -> CacheWriteAccess {
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(5)
         while true {
@@ -32,6 +24,19 @@ extension Command {
                 throw CommandFailure(code: .failure, message: "\(error)")
             }
         }
+    }
+}
+
+extension Command {
+    /// `--timeout S` for commands that may wait for the daemon's answer.
+    static var daemonTimeoutOption: OptionSpec {
+        OptionSpec(name: "timeout", valueName: "S", help: "seconds to wait for the daemon's answer (default 10)")
+    }
+
+    /// Who writes the cache (`CacheWriteAccess.find`), for a cache file that must exist already.
+    static func writeAccess(_ configuration: AgentConfiguration) async throws -> CacheWriteAccess {
+        _ = try openExisting(configuration, verb: "open") { $0 }
+        return try await CacheWriteAccess.find(configuration)
     }
 
     /// Applies a change to the local tables: through the daemon when one holds the cache (so its answers show the

@@ -57,23 +57,19 @@ extension Command {
         return device
     }
 
-    /// Starts an agent for a short-lived command, mapping a broker failure to exit code 6.
-    static func startAgent(_ configuration: AgentConfiguration, role: Agent.Role) async throws -> Agent {
-        let agent = try makeAgent(configuration, role: role)
+    /// Starts an observer (`watch`): every device topic into memory, nothing written. A broker failure exits 6.
+    static func startObserver(_ configuration: AgentConfiguration) async throws -> Agent {
+        let agent: Agent
+        do {
+            agent = try Agent(configuration: configuration, role: .observer, logger: CommonOptions.logger(configuration))
+        } catch {
+            throw CommandFailure(code: .failure, message: "\(error)")
+        }
         try await connect(agent, configuration)
         return agent
     }
 
-    /// Makes an agent without connecting: opens the cache and loads the thing models (errors exit 1).
-    static func makeAgent(_ configuration: AgentConfiguration, role: Agent.Role) throws -> Agent {
-        do {
-            return try Agent(configuration: configuration, role: role, logger: CommonOptions.logger(configuration))
-        } catch {
-            throw CommandFailure(code: .failure, message: "\(error)")
-        }
-    }
-
-    /// Connects an agent made by `makeAgent`, mapping a broker failure to exit code 6.
+    /// Connects an agent, mapping a broker failure to exit code 6.
     static func connect(_ agent: Agent, _ configuration: AgentConfiguration) async throws {
         do {
             try await agent.start()
@@ -81,6 +77,13 @@ extension Command {
             await agent.stop()
             throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")
         }
+    }
+
+    /// The value of a `--timeout S` option: nil when absent, a usage error when not a positive number.
+    static func seconds(_ arguments: ParsedArguments, _ option: String = "timeout") throws -> Double? {
+        guard let text = arguments.value(option) else { return nil }
+        guard let seconds = InputBounds.seconds(text) else { throw CommandFailure.badSeconds(option) }
+        return seconds
     }
 
     /// Applies `--timeout S` to `requestTimeout`.

@@ -1,9 +1,8 @@
 import JSON
-import MQTT
 import ThingAgent
 
-/// The daemon's API over MQTT, as the CLI uses it to send its writes to the daemon that holds the cache (README:
-/// "The API over MQTT"). One request per call: connect, subscribe to a reply topic of its own, ask, wait, leave.
+/// The daemon's API as the CLI uses it: a thin layer over `AgentClient` that says what went wrong in the command's
+/// words and exit codes. One call per `call`: connect, ask, wait, leave.
 struct DaemonAPI {
     let configuration: AgentConfiguration
     /// The daemon's client id (its API lives under `thing-agent/api/<clientId>/`).
@@ -15,66 +14,52 @@ struct DaemonAPI {
         let message: String
     }
 
+    /// A client of the daemon. Its answers come under the user's own name, as the shipped ACL lets every user read
+    /// thing-agent/replies/<user>/#.
+    func client() throws -> AgentClient {
+        do {
+            return try AgentClient(configuration: configuration, daemon: daemon,
+                                   replyUser: configuration.username ?? "thing-agent-cli")
+        } catch {
+            throw CommandFailure(code: .failure, message: "\(error)")
+        }
+    }
+
     /// Sends `request` to `method` and returns the answer's `data`, or throws `Refusal` or a `CommandFailure`
     /// (no broker, no answer within `requestTimeout`).
     func call(_ method: String, _ request: JSONObject) async throws -> JSONValue {
-        let clientID = configuration.commandClientID
-        // Under the user's own name, as the shipped ACL lets every user read thing-agent/replies/<user>/#.
-        let replyTo = "\(configuration.replyPrefix)\(configuration.username ?? "thing-agent-cli")/\(clientID)"
-        let client: MQTTClient
+        let client = try client()
         do {
-            client = try MQTTClient(configuration: configuration.mqtt(clientID: clientID))
             try await client.connect()
         } catch {
             throw CommandFailure(code: .noBroker, message: """
                 the daemon \(daemon) holds the cache \(configuration.database), so the change goes through it, \
-                but the broker \(configuration.broker) cannot be used: \(error)
+                but the broker \(configuration.broker) cannot be used: \(error.reason)
                 """)
         }
-        let answers = client.messages
-        let id = "cli-\(UInt32.random(in: 0...UInt32.max))"
-        var payload = request
-        payload["id"] = .string(id)
-        payload["replyTo"] = .string(replyTo)
-        let timeout = configuration.requestTimeout
-        let answer: JSONValue?
         do {
-            try await client.subscribe(replyTo, qos: .atLeastOnce)
-            try await client.publish("thing-agent/api/\(daemon)/request/\(method)",
-                                     payload: JSONValue.object(payload).serializedBytes(), qos: .atLeastOnce,
-                                     responseTopic: replyTo)
-            answer = try await Self.first(in: answers, id: id, timeout: timeout) { await client.disconnect() }
+            let data = try await client.call(method, request)
+            await client.disconnect()
+            return data
         } catch {
             await client.disconnect()
-            throw CommandFailure(code: .noBroker, message: "cannot reach the daemon \(daemon): \(error)")
+            if case .refused(let code, let message, _) = error { throw Refusal(code: code, message: message) }
+            throw failure(error)
         }
-        await client.disconnect()
-        guard let answer else {
-            throw CommandFailure(code: .timeout, message: """
-                the daemon \(daemon) holds the cache \(configuration.database) but did not answer within \
-                \(Format.seconds(configuration.requestTimeout.seconds)) s
-                """)
-        }
-        let code = Int(answer["code"]?.int64Value ?? -1)
-        guard code == 0 else {
-            throw Refusal(code: code, message: answer["message"]?.stringValue ?? "refused with code \(code)")
-        }
-        return answer["data"] ?? .null
     }
 
-    /// The first answer with `id`, or nil when `timeout` passed first (then `expire` ends the stream).
-    private static func first(in answers: AsyncStream<MQTTMessage>, id: String, timeout: Duration,
-                              expire: @escaping @Sendable () async -> Void) async throws -> JSONValue? {
-        await withTimeout(timeout) {
-            for await message in answers {
-                guard let answer = try? JSONParser.parse(message.payload), answer["id"]?.stringValue == id else {
-                    continue
-                }
-                return answer
-            }
-            return nil
-        } expire: {
-            await expire()
+    /// A failure of the daemon's path in the command's words: 6 the broker, 5 no answer, 2 a bad request.
+    func failure(_ error: AgentClientError) -> CommandFailure {
+        switch error {
+        case .brokerUnavailable(let reason):
+            CommandFailure(code: .noBroker, message: "cannot reach the daemon \(daemon): \(reason)")
+        case .noAnswer(_, let seconds):
+            CommandFailure(code: .timeout, message: """
+                the daemon \(daemon) holds the cache \(configuration.database) but did not answer within \
+                \(Format.seconds(seconds)) s
+                """)
+        case .refused(let code, let message, _):
+            CommandFailure(code: code == 400 ? .usage : .failure, message: message)
         }
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import JSON
 import ThingAgent
 
@@ -14,7 +15,8 @@ enum DetailCommand: Command {
         ] + CommonOptions.options,
         discussion: """
             Reads the cache file; check_device_network makes a live info/get round trip through the broker (the
-            item says 'failed' when there is no broker or the device does not answer). Cells only a phone can
+            item says 'failed' when there is no broker or the device does not answer). While the daemon runs, it
+            composes the page (its API's detail method, with this layout) and makes the round trip. Cells only a phone can
             serve are listed as notAvailableHere; cell types with no built-in and no provider as unknownCellType.
             """)
 
@@ -24,17 +26,29 @@ enum DetailCommand: Command {
         try applyTimeout(arguments, to: &configuration)
         if let file = arguments.value("detail-config") { configuration.detailConfig = file }
         _ = try requireKnown(device, configuration)
-        let agent = try makeAgent(configuration, role: .requester)
-        // Without a broker the page is still shown; only the live check fails.
-        try? await agent.start()
-        let detail = await DeviceDetailComposer(agent: agent, config: agent.detailConfig).compose(device)
-        await agent.stop()
+        let layout = try configuration.detailConfig.map { try detailLayout($0) }
+        let requests = try await DeviceRequests.open(configuration)
+        let detail = try await requests.closing {
+            // Without a broker the page is still shown; only the live check fails.
+            let connected = (try? await requests.connect()) != nil
+            return try await requests.detail(device, layout: layout, connected: connected)
+        }
         if arguments.has("json") {
             Format.printJSON(.object(detail.json))
         } else {
             Console.out(text(detail))
         }
         return .success
+    }
+
+    /// The layout file as JSON, checked as the daemon checks it (a bad file exits 1 naming it).
+    static func detailLayout(_ file: String) throws -> JSONValue {
+        do {
+            _ = try DetailConfig(file: file)
+            return try JSONParser.parse(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+        } catch {
+            throw CommandFailure(code: .failure, message: "\(error)")
+        }
     }
 
     static func text(_ detail: DeviceDetail) -> String {

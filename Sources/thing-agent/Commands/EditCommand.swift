@@ -124,7 +124,8 @@ enum RemoveCommand: Command {
         case .here(let lock):
             defer { withExtendedLifetime(lock) {} }
             do {
-                let agent = try await startAgent(configuration, role: .requester)
+                let agent = try DeviceRequests.makeStandIn(configuration)
+                try await connect(agent, configuration)
                 do {
                     try await agent.removeDevice(device)
                 } catch {

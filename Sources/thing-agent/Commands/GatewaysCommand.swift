@@ -15,24 +15,24 @@ enum GatewaysCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let device = try deviceArgument(arguments)
         let configuration = try CommonOptions.configuration(arguments)
-        _ = try openCache(configuration)
-        // An observer that is never started: the cache file, read-only, behind the library's own API.
-        let agent = try Agent(configuration: configuration, role: .observer)
-        guard let me = agent.cache.device(device) else {
+        // The cache file, read-only: no lock, no migration, nothing written.
+        let reader = try openCache(configuration)
+        guard let me = try reader.device(device) else {
             throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.database)")
         }
-        let manager = GatewayTransferManager(deviceId: device, agent: agent)
-        let candidates = manager.gateways()
+        let fleet = try reader.devices()
+        let candidates = GatewayTransferManager.gateways(replaceableBy: me, among: fleet)
+        let subDeviceCount = { (gateway: String) in fleet.filter { $0.info.gatewayId == gateway }.count }
         let now = Timestamp.current
         if arguments.has("json") {
             Format.printJSON(.array(candidates.map { candidate in
                 var object = candidate.json(now: now)
-                object["subDeviceCount"] = .integer(Int64(agent.cache.subDevices(of: candidate.id).count))
+                object["subDeviceCount"] = .integer(Int64(subDeviceCount(candidate.id)))
                 return .object(object)
             }))
             return .success
         }
-        if !manager.deviceSupportsTransfer() {
+        if !me.info.supports(.gatewayTransfer) {
             Console.error("note: \(device) does not list the gatewayTransfer ability, so it cannot replace these")
         }
         let product = me.info.productId ?? "?"
@@ -40,11 +40,11 @@ enum GatewaysCommand: Command {
         Console.out("Gateways that \(device) can replace (product \(product), space \(space)), offline first:")
         let rows = candidates.map { candidate -> [String] in
             [candidate.id, candidate.info.name ?? "", candidate.online.map { $0 ? "online" : "offline" } ?? "unknown",
-             String(agent.cache.subDevices(of: candidate.id).count), Format.age(candidate.updatedAt, now: now)]
+             String(subDeviceCount(candidate.id)), Format.age(candidate.updatedAt, now: now)]
         }
         Console.out(Format.table(["ID", "NAME", "STATUS", "SUB-DEVICES", "UPDATED"], rows))
         Console.out("\(candidates.count) gateway\(candidates.count == 1 ? "" : "s")")
-        let transfer = manager.deviceTransferInfo()
+        let transfer = me.transfer ?? .none(device)
         if transfer.status != .none {
             Console.out("Latest transfer of \(device): \(transfer.status) from \(transfer.targetDeviceId ?? "?")"
                 + (transfer.failedCode.isEmpty ? "" : " (failedCode \(transfer.failedCode.terminalSafe()))"))

@@ -20,19 +20,11 @@ enum InfoCommand: Command {
         try applyTimeout(arguments, to: &configuration)
         let snapshot: DeviceSnapshot
         if arguments.has("fetch") {
-            let agent = try await startAgent(configuration, role: .requester)
-            defer { Task { await agent.stop() } }
-            do {
-                _ = try await agent.fetchInfo(device)
-            } catch {
-                await agent.stop()
-                throw error
-            }
-            guard let fetched = agent.cache.device(device) else {
+            let fetched = try await withRequests(configuration) { try await $0.fetch(device) }
+            guard let fetched else {
                 throw CommandFailure(code: .failure, message: "device \(device) is not in the cache")
             }
             snapshot = fetched
-            await agent.stop()
         } else {
             let reader = try openCache(configuration)
             guard let cached = try reader.device(device) else {

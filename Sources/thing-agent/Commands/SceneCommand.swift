@@ -45,9 +45,8 @@ enum SceneCommand: Command {
                 throw CommandFailure(code: .failure, message: "unknown scene '\(words[1])'; the scenes in "
                     + "\(configuration.scenesFile ?? ""): \(scenes.all.map(\.name).joined(separator: ", "))")
             }
-            let agent = try await startAgent(configuration, role: .requester)
-            let report = await SceneRunner(agent: agent).run(scene, force: arguments.has("force"))
-            await agent.stop()
+            let force = arguments.has("force")
+            let report = try await withRequests(configuration) { await $0.runScene(scene, force: force) }
             show(report, json: arguments.has("json"))
             return report.succeeded ? .success : .failure
         case let other?:

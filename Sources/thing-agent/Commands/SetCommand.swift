@@ -17,7 +17,8 @@ enum SetCommand: Command {
             mode=white sends "white"; quote a string that would parse: label='"800"'.
             A device whose cached productId has a thing model (--models DIR) is checked first; an invalid set
             publishes nothing. The cache is not changed by a set: the device's next property report changes it.
-            Works with or without the daemon: it connects to the broker with a client id of its own.
+            While the daemon runs, it sends the set (its API's set method) and the command waits for its answer;
+            without a daemon the command sends it itself, with a client id of its own.
 
 
             """ + ExitCode.table)
@@ -28,24 +29,24 @@ enum SetCommand: Command {
         var configuration = try CommonOptions.configuration(arguments)
         try applyTimeout(arguments, to: &configuration)
         let json = arguments.has("json"), force = arguments.has("force")
-        let agent = try makeAgent(configuration, role: .requester)
-        // Checked before connecting: an invalid set or an offline device answers without a broker.
-        do {
-            try agent.checkPropertySet(deviceId: device, values, force: force)
-        } catch {
-            return report(RequestOutcome(deviceId: device, kind: .setProperties, msgId: nil, result: .failure(error),
-                                         elapsed: .zero), values, json: json)
+        let requests = try await DeviceRequests.open(configuration)
+        return try await requests.closing {
+            // Checked before connecting: an invalid set or an offline device answers without a broker.
+            do throws(RequestError) {
+                try requests.checkPropertySet(deviceId: device, values, force: force)
+            } catch {
+                return report(RequestOutcome(deviceId: device, kind: .setProperties, msgId: nil,
+                                             result: .failure(error), elapsed: .zero), values, json: json)
+            }
+            do {
+                try await requests.connect()
+            } catch let failure as CommandFailure where json {
+                return report(RequestOutcome(deviceId: device, kind: .setProperties, msgId: nil,
+                                             result: .failure(.notSent(reason: failure.message)), elapsed: .zero),
+                              values, json: json)
+            }
+            return report(try await requests.sendPropertySet(deviceId: device, values, force: force), values, json: json)
         }
-        do {
-            try await connect(agent, configuration)
-        } catch let failure as CommandFailure where json {
-            return report(RequestOutcome(deviceId: device, kind: .setProperties, msgId: nil,
-                                         result: .failure(.notSent(reason: failure.message)), elapsed: .zero),
-                          values, json: json)
-        }
-        let outcome = await agent.sendPropertySet(deviceId: device, values, force: force)
-        await agent.stop()
-        return report(outcome, values, json: json)
     }
 
     /// `CODE=VALUE` words into values; anything else is a usage error.

@@ -21,7 +21,8 @@ enum TransferCommand: Command {
             Exits 0 only on finish: 1 when the transfer failed or cannot start, 4 when DEVICE refused it
             (1006: busy), 5 when no progress came for transferStallTimeout seconds (default 120; the
             transfer is then recorded as failed with failedCode timeout) or --timeout passed, 7 when
-            DEVICE is offline.
+            DEVICE is offline. While the daemon runs, it starts and follows the transfer (its API's transfer
+            method, its own transferStallTimeout) and the command follows the daemon's event feed.
 
             """ + ExitCode.table)
 
@@ -35,23 +36,22 @@ enum TransferCommand: Command {
         }
         let configuration = try CommonOptions.configuration(arguments)
         let patience = try seconds(arguments)
-        return try await withAgent(configuration, role: .requester, timers: true) { agent in
-            // Follow before starting, so that no report of this transfer can be missed.
-            try await agent.follow(device, kinds: .transfer)
-            let manager = GatewayTransferManager(deviceId: device, agent: agent)
-            let updates = manager.statusUpdates
-            let moving = agent.cache.subDevices(of: faulty).map(\.id)
-            let started = try await manager.transfer(fromGateway: faulty)
+        return try await withRequests(configuration) { requests in
+            // Followed before starting, so that no report of this transfer can be missed.
+            let follow = try await TransferFollow.start(device, from: faulty, on: requests)
+            let moving = follow.start.moving
             Console.out("\(device) takes over \(faulty) and its \(moving.count) sub-device\(moving.count == 1 ? "" : "s")")
-            let end = await waitForEnd(of: faulty, started: started, updates: updates, patience: patience)
-            return try outcome(end, device: device, faulty: faulty, moving: moving, agent: agent,
-                               stall: configuration.transferStallTimeout.seconds, patience: patience)
+            let end = await waitForEnd(of: faulty, started: follow.start.info, updates: follow.updates,
+                                       patience: patience)
+            follow.stop()
+            let moved = end.ended ? try await follow.ended(end.last) : []
+            return try outcome(end, device: device, faulty: faulty, moved: moved.filter { moving.contains($0) },
+                               stall: follow.start.stallTimeout.seconds, patience: patience)
         }
     }
 
     /// Shows each change until the transfer finishes or fails; nil when `patience` ran out first.
-    static func waitForEnd(of faulty: String, started: TransferInfo,
-                           updates: AsyncCompactMapSequence<DeviceEventStream, TransferInfo>,
+    static func waitForEnd(of faulty: String, started: TransferInfo, updates: AsyncStream<TransferInfo>,
                            patience: Double?) async -> (last: TransferInfo, ended: Bool) {
         let follow: @Sendable () async -> (last: TransferInfo, ended: Bool) = {
             var progress = TransferProgress()
@@ -70,8 +70,8 @@ enum TransferCommand: Command {
         return await withTimeout(.milliseconds(Int64(patience * 1000)), follow)
     }
 
-    static func outcome(_ end: (last: TransferInfo, ended: Bool), device: String, faulty: String, moving: [String],
-                        agent: Agent, stall: Double, patience: Double?) throws -> ExitCode {
+    static func outcome(_ end: (last: TransferInfo, ended: Bool), device: String, faulty: String, moved: [String],
+                        stall: Double, patience: Double?) throws -> ExitCode {
         let last = end.last
         guard end.ended else {
             throw CommandFailure(code: .timeout, message: """
@@ -81,9 +81,8 @@ enum TransferCommand: Command {
         }
         switch last.status {
         case .finish:
-            let moved = agent.cache.subDevices(of: device).filter { moving.contains($0.id) }
             Console.out("finished: \(moved.count) sub-device\(moved.count == 1 ? "" : "s") of \(faulty) now on \(device)"
-                + (moved.isEmpty ? "" : ": " + moved.map(\.id).joined(separator: ", ")))
+                + (moved.isEmpty ? "" : ": " + moved.joined(separator: ", ")))
             return .success
         case .failed where last.failedCode == "timeout":
             throw CommandFailure(code: .timeout, message: """

@@ -16,7 +16,7 @@ enum WatchCommand: Command {
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let configuration = try CommonOptions.configuration(arguments)
-        let agent = try await startAgent(configuration, role: .observer)
+        let agent = try await startObserver(configuration)
         let interactive = isatty(STDOUT_FILENO) == 1 && isatty(STDIN_FILENO) == 1
         let screen = interactive ? TerminalScreen() : nil
         let updates = agent.events.events()

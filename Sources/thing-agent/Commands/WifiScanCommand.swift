@@ -23,9 +23,8 @@ enum WifiScanCommand: Command {
         let device = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
         if let timeout = try seconds(arguments) { configuration.requestTimeout = .seconds(timeout) }
-        let networks = try await withAgent(configuration, role: .requester) { agent in
-            try await agent.scanWifiList(device, force: arguments.has("force"))
-        }
+        let force = arguments.has("force")
+        let networks = try await withRequests(configuration) { try await $0.scanWifiList(device, force: force) }
         if arguments.has("json") {
             Format.printJSON(.array(networks.map { .object($0.json) }))
             return .success

@@ -1,0 +1,376 @@
+import Foundation
+import JSON
+import MQTT
+import Synchronization
+
+/// A light client for a process beside the daemon (the service `Agent` that holds the cache and is its only
+/// writer): it reads the cache file read-only (`CacheReader`: no migration, no fleet load, no lock) and sends its
+/// requests and changes to the daemon's API over MQTT (README: "The API over MQTT"), each with a timeout. The
+/// daemon sends the device requests, tracks them and writes what their answers change; the client only reads.
+///
+/// `connect()` first; `disconnect()` when done. Failures of the daemon or the broker are `AgentClientError`;
+/// a device request that ended badly throws (or, for sets, reports) the daemon's `RequestError`.
+public final class AgentClient: Sendable {
+    public let configuration: AgentConfiguration
+    /// The daemon's client id: its API lives under `thing-agent/api/<daemon>/request/`.
+    public let daemon: String
+    /// The thing models that check property sets here, before anything is sent (`modelsDirectory`).
+    public let models: ThingModels
+    /// How much longer than a device request's own timeout an answer from the daemon is waited for.
+    public static let answerSlack: Duration = .seconds(5)
+    /// Where the daemon's answers come: `<replyPrefix><replyUser>/<client id>`.
+    public let replyTopic: String
+    private let client: MQTTClient
+    private let routes = Routes()
+
+    /// `daemon`: the daemon's client id (default `configuration.clientID`). `replyUser`: the first level of the
+    /// reply topic under `replyPrefix`, which the shipped ACL lets each user read under its own name (default
+    /// `configuration.username`, else `client`). Throws for thing models that do not load or unusable broker
+    /// settings; nothing is connected yet.
+    public init(configuration: AgentConfiguration, daemon: String? = nil, replyUser: String? = nil) throws {
+        self.configuration = configuration
+        self.daemon = daemon ?? configuration.clientID
+        models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
+        let clientID = configuration.commandClientID
+        replyTopic = "\(configuration.replyPrefix)\(replyUser ?? configuration.username ?? "client")/\(clientID)"
+        let routes = routes, replyTopic = replyTopic
+        client = try MQTTClient(configuration: configuration.mqtt(clientID: clientID), streamMessages: false,
+                                onMessage: { message in routes.route(message, replyTopic: replyTopic) })
+    }
+
+    /// Connects to the broker and subscribes to the reply topic.
+    public func connect() async throws(AgentClientError) {
+        do {
+            try await client.connect()
+            try await client.subscribe(replyTopic, qos: .atLeastOnce)
+        } catch {
+            await client.disconnect()
+            throw .brokerUnavailable("\(error)")
+        }
+    }
+
+    /// Disconnects; pending calls end with `noAnswer`, feeds end.
+    public func disconnect() async {
+        await client.disconnect()
+        routes.finishAll()
+    }
+
+    // MARK: reads (the cache file, read-only)
+
+    /// The cached device; nil when it is not cached (or there is no cache file yet).
+    public func device(_ id: String) throws -> DeviceSnapshot? {
+        try reader()?.device(id)
+    }
+
+    /// Every cached device, sorted by id.
+    public func devices() throws -> [DeviceSnapshot] {
+        try reader()?.devices() ?? []
+    }
+
+    /// The cached devices whose info names `gateway` as their gateway.
+    public func cachedSubDevices(of gateway: String) throws -> [DeviceSnapshot] {
+        try reader()?.subDevices(of: gateway) ?? []
+    }
+
+    /// The gateways `gateway` can replace, as `GatewayTransferManager.gateways()` lists them.
+    public func gateways(replaceableBy gateway: String) throws -> [DeviceSnapshot] {
+        guard let me = try device(gateway) else { return [] }
+        return GatewayTransferManager.gateways(replaceableBy: me, among: try devices())
+    }
+
+    private func reader() throws -> CacheReader? {
+        guard FileManager.default.fileExists(atPath: configuration.database) else { return nil }
+        return try CacheReader(path: configuration.database)
+    }
+
+    // MARK: the API
+
+    /// Sends `request` to `method` and returns the answer's `data` (a non-zero code throws `refused`). `timeout`: how long the daemon's answer is
+    /// waited for (default `requestTimeout`).
+    public func call(_ method: String, _ request: JSONObject = JSONObject(),
+                     timeout: Duration? = nil) async throws(AgentClientError) -> JSONValue {
+        try await answer(method, request, timeout: timeout ?? configuration.requestTimeout)["data"] ?? .null
+    }
+
+    /// The whole answer (code 0) to one request.
+    private func answer(_ method: String, _ request: JSONObject, timeout: Duration) async throws(AgentClientError)
+        -> JSONObject {
+        let id = "c-\(UInt64.random(in: 0...UInt64.max))"
+        let answers = routes.expect(id)
+        defer { routes.forget(id) }
+        var payload = request
+        payload["id"] = .string(id)
+        payload["replyTo"] = .string(replyTopic)
+        do {
+            try await client.publish("thing-agent/api/\(daemon)/request/\(method)",
+                                     payload: JSONValue.object(payload).serializedBytes(), qos: .atLeastOnce,
+                                     responseTopic: replyTopic)
+        } catch {
+            throw .brokerUnavailable("\(error)")
+        }
+        let answer = await withTimeout(timeout) { () async -> JSONObject? in
+            for await answer in answers { return answer }
+            return nil
+        }
+        guard let answer else { throw .noAnswer(method: method, seconds: timeout.seconds) }
+        let code = Int(answer["code"]?.int64Value ?? -1)
+        guard code == 0 else {
+            throw .refused(code: code, message: answer["message"]?.stringValue ?? "refused with code \(code)",
+                           error: RequestError(json: answer["error"]))
+        }
+        return answer
+    }
+
+    /// A device request's wait for the daemon: its own timeout and some slack, so that the daemon's timeout
+    /// answer comes first.
+    private func requestWait(_ timeout: Duration?) -> Duration {
+        (timeout ?? configuration.requestTimeout) + Self.answerSlack
+    }
+
+    private static func request(_ pairs: [(String, JSONValue?)]) -> JSONObject {
+        JSONObject(pairs.compactMap { key, value in value.map { (key, $0) } })
+    }
+
+    private static func seconds(_ timeout: Duration?) -> JSONValue? {
+        timeout.map { .double($0.seconds) }
+    }
+
+    /// `call` for a device request: a refusal that carries the request's error throws that `RequestError`.
+    private func deviceCall(_ method: String, _ request: JSONObject, timeout: Duration?) async throws -> JSONValue {
+        do {
+            return try await call(method, request, timeout: requestWait(timeout))
+        } catch AgentClientError.refused(_, _, let error?) {
+            throw error
+        }
+    }
+
+    /// What `Agent.checkPropertySet` checks, against the cache file and `models`: nothing invalid is sent.
+    public func checkPropertySet(deviceId: String, _ values: [String: JSONValue], force: Bool = false) throws(RequestError) {
+        let device = DeviceID.isValid(deviceId) ? (try? self.device(deviceId)) ?? nil : nil
+        try Agent.checkPropertySet(deviceId: deviceId, values, device: device, models: models, force: force)
+    }
+
+    /// Sets properties through the daemon (`set`) and reports how it ended; checked here first, so an invalid set
+    /// or one to a device known to be offline ends without reaching the broker. Throws only for the daemon.
+    public func sendPropertySet(deviceId: String, _ values: [String: JSONValue], timeout: Duration? = nil,
+                                force: Bool = false) async throws(AgentClientError) -> RequestOutcome {
+        do {
+            try checkPropertySet(deviceId: deviceId, values, force: force)
+        } catch {
+            return RequestOutcome(deviceId: deviceId, kind: .setProperties, msgId: nil, result: .failure(error),
+                                  elapsed: .zero)
+        }
+        let data = try await call("set", Self.request([
+            ("device", .string(deviceId)), ("data", .object(JSONObject(values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }))),
+            ("timeout", Self.seconds(timeout)), ("force", .bool(force)),
+        ]), timeout: requestWait(timeout))
+        guard let outcome = RequestOutcome(apiJSON: data) else {
+            throw .refused(code: 500, message: "the daemon's answer to set is not an outcome", error: nil)
+        }
+        return outcome
+    }
+
+    /// Asks the device for fresh information through the daemon (`fetch`); returns the cached info it was merged
+    /// into, read from the file the daemon wrote before answering.
+    public func fetchInfo(_ deviceId: String, timeout: Duration? = nil) async throws -> DeviceInfo {
+        _ = try await deviceCall("fetch", Self.request([
+            ("device", .string(deviceId)), ("timeout", Self.seconds(timeout)),
+        ]), timeout: timeout)
+        return try device(deviceId)?.info ?? DeviceInfo(devId: deviceId)
+    }
+
+    /// The Wi-Fi networks the device sees (`wifiScan`), as `Agent.scanWifiList` returns them.
+    public func scanWifiList(_ deviceId: String, timeout: Duration? = nil, force: Bool = false) async throws
+        -> [WifiNetwork] {
+        let data = try await deviceCall("wifiScan", Self.request([
+            ("device", .string(deviceId)), ("timeout", Self.seconds(timeout)), ("force", .bool(force)),
+        ]), timeout: timeout)
+        return (data.arrayValue ?? []).compactMap(WifiNetwork.init(json:))
+    }
+
+    /// Starts `gateway`'s takeover of the faulty gateway `faulty` (`transfer`): the daemon checks it as
+    /// `GatewayTransferManager.transfer(fromGateway:)` does, records the start, and from then on follows the
+    /// progress and ends a stalled transfer itself. Follow it with `transferUpdates(gateway:)`, opened first.
+    public func transfer(gateway: String, fromGateway faulty: String, timeout: Duration? = nil) async throws
+        -> TransferStart {
+        let data = try await deviceCall("transfer", Self.request([
+            ("device", .string(gateway)), ("from", .string(faulty)), ("timeout", Self.seconds(timeout)),
+        ]), timeout: timeout)
+        guard let info = TransferInfo(json: data["transfer"], updatedAt: data["transfer"]?["updatedAt"]?.int64Value ?? 0)
+        else { throw AgentClientError.refused(code: 500, message: "the daemon's answer to transfer is not one", error: nil) }
+        return TransferStart(info: info, moving: (data["moving"]?.arrayValue ?? []).compactMap(\.stringValue),
+                             stallTimeout: .milliseconds(Int64((data["stallTimeout"]?.doubleValue ?? 0) * 1000)))
+    }
+
+    /// Every change of `gateway`'s transfer as the daemon applies it (its event feed, `eventsTopic`), from the
+    /// moment this returns; a stall the daemon ends comes as `failed` with failedCode `timeout`. The stream ends
+    /// when the consuming task is cancelled or the client disconnects.
+    public func transferUpdates(gateway: String) async throws(AgentClientError) -> AsyncStream<TransferInfo> {
+        let topic = "\(configuration.eventsTopic)/\(gateway)/transfer"
+        let (stream, continuation) = AsyncStream<TransferInfo>.makeStream()
+        routes.feed(topic) { message in
+            guard let event = try? JSONParser.parse(message.payload),
+                  let info = TransferInfo(json: event["data"], updatedAt: event["time"]?.int64Value ?? 0) else { return }
+            continuation.yield(info)
+        } finish: {
+            continuation.finish()
+        }
+        continuation.onTermination = { [routes = self.routes] _ in routes.unfeed(topic) }
+        do {
+            try await client.subscribe(topic, qos: .atLeastOnce)
+        } catch {
+            continuation.finish()
+            throw .brokerUnavailable("\(error)")
+        }
+        return stream
+    }
+
+    /// Runs a scene as `SceneRunner` does, each action a `set` through the daemon; an action the daemon did not
+    /// answer ends as not sent.
+    public func runScene(_ scene: Scene, timeout: Duration? = nil, force: Bool = false) async -> SceneReport {
+        await SceneRunner { deviceId, values, timeout, force in
+            do {
+                return try await self.sendPropertySet(deviceId: deviceId, values, timeout: timeout, force: force)
+            } catch {
+                return RequestOutcome(deviceId: deviceId, kind: .setProperties, msgId: nil,
+                                      result: .failure(.notSent(reason: "\(error)")), elapsed: .zero)
+            }
+        }.run(scene, timeout: timeout, force: force)
+    }
+
+    /// The device's detail page as the daemon composes it (`detail`): laid out by `layout` (a deviceDetailConfig
+    /// object; nil: the daemon's own), its live network check waiting at most `timeout`.
+    public func detail(_ deviceId: String, layout: JSONValue? = nil, timeout: Duration? = nil) async throws
+        -> DeviceDetail {
+        let data = try await call("detail", Self.request([
+            ("device", .string(deviceId)), ("config", layout), ("timeout", Self.seconds(timeout)),
+        ]), timeout: requestWait(timeout))
+        guard let detail = DeviceDetail(json: data) else {
+            throw AgentClientError.refused(code: 500, message: "the daemon's answer to detail is not a page", error: nil)
+        }
+        return detail
+    }
+
+    /// The ids of the devices the daemon holds as `gateway`'s sub-devices (`devices` with `gateway`, every page).
+    public func subDevices(of gateway: String) async throws(AgentClientError) -> [String] {
+        var ids: [String] = []
+        var after: JSONValue = .null
+        repeat {
+            let (data, next) = try await page(JSONObject([("gateway", .string(gateway)), ("after", after)]))
+            ids += (data.arrayValue ?? []).compactMap { $0["devId"]?.stringValue }
+            after = next
+        } while !after.isNull
+        return ids
+    }
+
+    /// One page of `devices`: its data and `next`.
+    private func page(_ request: JSONObject) async throws(AgentClientError) -> (JSONValue, JSONValue) {
+        let answer = try await answer("devices", request, timeout: configuration.requestTimeout)
+        return (answer["data"] ?? .null, answer["next"] ?? .null)
+    }
+
+    /// The daemon's `info` answer for a device: its cached snapshot as the API shows it.
+    public func info(_ deviceId: String) async throws(AgentClientError) -> JSONObject {
+        try await call("info", JSONObject([("device", .string(deviceId))])).objectValue ?? JSONObject()
+    }
+
+    /// Applies a change to the local tables through the daemon (`edit`, `group`, `network`) and returns what it made.
+    public func apply(_ change: LocalChange, timeout: Duration? = nil) async throws(AgentClientError) -> JSONValue {
+        try await call(change.method, change.request, timeout: timeout)
+    }
+}
+
+/// What the daemon said when it started a gateway transfer.
+public struct TransferStart: Sendable, Equatable {
+    /// The transfer as recorded at the start (status `unknown` until the gateway's first report).
+    public var info: TransferInfo
+    /// The sub-devices of the faulty gateway when the transfer started.
+    public var moving: [String]
+    /// How long the daemon lets the transfer go without progress before it ends it as failed.
+    public var stallTimeout: Duration
+
+    public init(info: TransferInfo, moving: [String], stallTimeout: Duration) {
+        self.info = info
+        self.moving = moving
+        self.stallTimeout = stallTimeout
+    }
+}
+
+/// Why a call to the daemon's API did not give an answer's data.
+public enum AgentClientError: Error, Sendable, CustomStringConvertible {
+    /// The broker could not be used (connect, subscribe or publish failed).
+    case brokerUnavailable(String)
+    /// The daemon did not answer within the time given.
+    case noAnswer(method: String, seconds: Double)
+    /// The daemon answered with a non-zero code (400 bad request, 404 unknown device or method, 409 conflict,
+    /// 429 too many requests, 502 the device request failed, with its error, 503 cannot do it now).
+    case refused(code: Int, message: String, error: RequestError?)
+
+    /// What went wrong, without the case's own words (the broker's error, the daemon's message).
+    public var reason: String {
+        switch self {
+        case .brokerUnavailable(let reason): reason
+        case .noAnswer: description
+        case .refused(_, let message, _): message
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .brokerUnavailable(let reason): "the broker cannot be used: \(reason)"
+        case .noAnswer(let method, let seconds): "no answer from the daemon to \(method) within \(seconds) s"
+        case .refused(let code, let message, _): "refused with code \(code): \(message)"
+        }
+    }
+}
+
+/// Where the client's messages go: answers by request id, event feeds by topic. Called on the network thread.
+private final class Routes: Sendable {
+    private struct Feed {
+        let deliver: @Sendable (MQTTMessage) -> Void
+        let finish: @Sendable () -> Void
+    }
+    private struct State {
+        var answers: [String: AsyncStream<JSONObject>.Continuation] = [:]
+        var feeds: [String: Feed] = [:]
+    }
+    private let state = Mutex(State())
+
+    func route(_ message: MQTTMessage, replyTopic: String) {
+        if message.topic == replyTopic {
+            guard let answer = (try? JSONParser.parse(message.payload))?.objectValue,
+                  let id = answer["id"]?.stringValue else { return }
+            state.withLock { $0.answers[id] }?.yield(answer)
+        } else {
+            state.withLock { $0.feeds[message.topic] }?.deliver(message)
+        }
+    }
+
+    func expect(_ id: String) -> AsyncStream<JSONObject> {
+        let (stream, continuation) = AsyncStream<JSONObject>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        state.withLock { $0.answers[id] = continuation }
+        return stream
+    }
+
+    func forget(_ id: String) {
+        state.withLock { $0.answers.removeValue(forKey: id) }?.finish()
+    }
+
+    func feed(_ topic: String, deliver: @escaping @Sendable (MQTTMessage) -> Void,
+              finish: @escaping @Sendable () -> Void) {
+        state.withLock { $0.feeds[topic] = Feed(deliver: deliver, finish: finish) }
+    }
+
+    func unfeed(_ topic: String) {
+        state.withLock { _ = $0.feeds.removeValue(forKey: topic) }
+    }
+
+    func finishAll() {
+        let (answers, feeds) = state.withLock { state in
+            defer { state = State() }
+            return (Array(state.answers.values), Array(state.feeds.values))
+        }
+        for answer in answers { answer.finish() }
+        for feed in feeds { feed.finish() }
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+@testable import ThingAgent
+
+/// `AgentClient` against a real broker and a real daemon (a service agent on a temporary cache file): it reads
+/// the file read-only and gets every request done by the daemon.
+@Suite("AgentClient: a light client of the daemon", .serialized)
+struct AgentClientTests {
+    @Test(.timeLimit(.minutes(1)))
+    func requestsGoThroughTheDaemonAndReadsComeFromTheFile() async throws {
+        try await withBroker { broker in
+            try await AgentTests.withAgent(broker) { daemon, _ in
+                let lamp = try SimulatedDevice("lamp", brokerURL: broker.url)
+                try await lamp.connect()
+                try await lamp.info(#"{"name":"Lamp","abilities":["wifiList"]}"#, time: t0)
+                try await lamp.status(true, time: t0)
+                let setting = try await lamp.answer("properties/set") { _ in #""code":0,"message":"done""# }
+                let plug = try SimulatedDevice("plug", brokerURL: broker.url)
+                try await plug.connect()
+                try await plug.info(#"{"abilities":["wifiList"]}"#, time: t0)
+                let scanning = try await plug.answer("wifi/scan") { _ in
+                    #""code":0,"data":[{"ssid":"Cafe","rssi":-75},{"ssid":"Home","rssi":-48}]"#
+                }
+                let bulb = try SimulatedDevice("bulb", brokerURL: broker.url)
+                try await bulb.connect()
+                try await bulb.info(#"{"firmwareVersion":"1.0.0"}"#, time: t0)
+                let fetching = try await bulb.answer("info/get") { _ in #""code":0,"data":{"firmwareVersion":"2.0.0"}"# }
+                let sleepy = try SimulatedDevice("sleepy", brokerURL: broker.url)
+                try await sleepy.connect()
+                try await sleepy.status(false, time: t0)
+                try await waitUntil {
+                    daemon.cache.device("sleepy")?.online == false && daemon.cache.device("lamp") != nil
+                        && daemon.cache.device("plug") != nil && daemon.cache.device("bulb") != nil
+                }
+                try await waitUntil { (try? CacheReader(path: daemon.configuration.database).device("sleepy")) != nil }
+
+                let client = try AgentClient(configuration: daemon.configuration)
+                try await client.connect()
+                #expect(try client.device("lamp")?.info.name == "Lamp")
+                #expect(try client.devices().map(\.id) == ["bulb", "lamp", "plug", "sleepy"])
+
+                let applied = try await client.sendPropertySet(deviceId: "lamp", ["switch_1": true])
+                #expect(applied.succeeded)
+                #expect(applied.message == "done")
+                #expect(applied.msgId?.isEmpty == false)
+                // Checked here: nothing reaches the daemon for an offline device.
+                let offline = try await client.sendPropertySet(deviceId: "sleepy", ["switch_1": true])
+                #expect(offline.error == .deviceOffline(deviceId: "sleepy"))
+                #expect(offline.msgId == nil)
+                // The daemon's timeout comes back as the very error a local agent gives.
+                let timedOut = try await client.sendPropertySet(deviceId: "sleepy", ["switch_1": true],
+                                                                timeout: .milliseconds(300), force: true)
+                #expect(timedOut.error == .timeout(deviceId: "sleepy", request: "properties/set", seconds: 0.3))
+
+                // Device requests the daemon answers from its devices.
+                let scan = try await client.scanWifiList("plug")
+                #expect(scan.map(\.ssid) == ["Home", "Cafe"])
+                let fetched = try await client.fetchInfo("bulb")
+                #expect(fetched["firmwareVersion"] == "2.0.0")
+                #expect(try client.device("bulb")?.info["firmwareVersion"] == "2.0.0", "in the file before the answer")
+                await #expect(throws: RequestError.unsupported(
+                    deviceId: "nosuch", reason: "not in the cache, so its abilities are unknown")) {
+                    _ = try await client.scanWifiList("nosuch")
+                }
+
+                // A change through the daemon shows in its memory at once.
+                _ = try await client.apply(.edit(device: "lamp", DeviceEdit(room: "Hall")))
+                #expect(try await client.info("lamp")["room"] == "Hall")
+
+                // The daemon's refusals and silence are the client's errors.
+                await #expect {
+                    _ = try await client.call("nosuch")
+                } throws: { error in
+                    guard case AgentClientError.refused(404, _, nil) = error else { return false }
+                    return true
+                }
+                let elsewhere = try AgentClient(configuration: daemon.configuration, daemon: "no-daemon-here")
+                try await elsewhere.connect()
+                await #expect {
+                    _ = try await elsewhere.call("info", JSONObject([("device", "lamp")]), timeout: .milliseconds(300))
+                } throws: { error in
+                    guard case AgentClientError.noAnswer("info", _) = error else { return false }
+                    return true
+                }
+                await elsewhere.disconnect()
+                await client.disconnect()
+                for task in [setting, scanning, fetching] { task.cancel() }
+                for device in [lamp, plug, bulb, sleepy] { await device.disconnect() }
+            }
+        }
+    }
+}

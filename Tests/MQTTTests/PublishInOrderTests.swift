@@ -11,7 +11,9 @@ struct PublishInOrderTests {
             let topic = uniqueName("events/dev")
             let subscriber = try await connectedClient(testConfiguration(broker.url, version: version))
             let inbox = Inbox(subscriber)
-            try await subscriber.subscribe(topic + "/#", qos: qos)
+            // At most QoS 1 on the receiving side: libmosquitto 2.0.11 receiving QoS 2 under MQTT 5 can stall after 40
+            // messages of a burst (mosquitto_sub -V 5 -q 2 does too); the publisher's side is what is checked here.
+            try await subscriber.subscribe(topic + "/#", qos: qos == .exactlyOnce ? .atLeastOnce : qos)
             var configuration = testConfiguration(broker.url, version: version)
             // Fewer in flight than the batch holds: the rest wait in the library and still go out in order.
             configuration.sendMaximum = 7
@@ -22,7 +24,7 @@ struct PublishInOrderTests {
 
             #expect(outcomes.count == 300)
             #expect(outcomes.allSatisfy { if case .success = $0 { true } else { false } })
-            let received = try await inbox.waitFor(count: 300)
+            let received = try await inbox.waitFor(count: 300, timeout: .seconds(60))
             #expect(received.map(\.text) == (0..<300).map { "\($0)" })
             #expect(received.map(\.topic) == messages.map(\.topic))
             await publisher.disconnect()
@@ -50,21 +52,11 @@ struct PublishInOrderTests {
     @Test("a batch waiting on a broker that stopped answering returns when its task is cancelled")
     func cancelledWaitReturns() async throws {
         try await withBroker { broker in
-            let client = try await connectedClient(testConfiguration(broker.url))
-            broker.pause()
-            defer { broker.resume() }
-            let started = Flag()
-            let task = Task {
-                started.set()
-                return await client.publish(inOrder: [("paused/a", [1]), ("paused/b", [2])], qos: .atLeastOnce)
+            let outcomes = try await cancelledWhileBrokerPaused(broker) { client in
+                await client.publish(inOrder: [("paused/a", [1]), ("paused/b", [2])], qos: .atLeastOnce)
             }
-            try await waitUntil { started.isSet }
-            task.cancel()
-            let outcomes = await task.value
             #expect(outcomes.count == 2)
             #expect(outcomes.allSatisfy { if case .failure(let error) = $0 { error.kind == .notConnected } else { false } })
-            broker.resume()
-            await client.disconnect()
         }
     }
 

@@ -11,8 +11,9 @@ struct PublishInOrderTests {
             let topic = uniqueName("events/dev")
             let subscriber = try await connectedClient(testConfiguration(broker.url, version: version))
             let inbox = Inbox(subscriber)
-            // At most QoS 1 on the receiving side: libmosquitto 2.0.11 receiving QoS 2 under MQTT 5 can stall after 40
-            // messages of a burst (mosquitto_sub -V 5 -q 2 does too); the publisher's side is what is checked here.
+            // At most QoS 1 on the receiving side: a libmosquitto 2.0.11 client receiving a burst at QoS 2 under MQTT 5
+            // sometimes stalls after 40 messages (mosquitto_pub -l and mosquitto_sub -V 5 -q 2 failed such a burst
+            // too); the publisher's side is what is checked here.
             try await subscriber.subscribe(topic + "/#", qos: qos == .exactlyOnce ? .atLeastOnce : qos)
             var configuration = testConfiguration(broker.url, version: version)
             // Fewer in flight than the batch holds: the rest wait in the library and still go out in order.

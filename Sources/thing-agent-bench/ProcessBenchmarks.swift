@@ -103,7 +103,7 @@ struct ProcessBenchmarks {
                 process.standardError = FileHandle.nullDevice
                 let start = ContinuousClock.now
                 try process.run()
-                process.waitUntilExit()
+                waitForExit(process)
                 let elapsed = ContinuousClock.now - start
                 guard process.terminationStatus == 0 else {
                     throw BenchError("\(command.executable) \(command.arguments) exited \(process.terminationStatus)")

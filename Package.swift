@@ -40,7 +40,7 @@ let package = Package(
         .target(name: "MQTT", dependencies: ["CMosquitto", "COpenSSL"], swiftSettings: swift6),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
         .target(name: "HTTPEndpoint", dependencies: ["CMicroHTTPD"], swiftSettings: swift6),
-        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "HTTPEndpoint"], swiftSettings: swift6),
+        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "HTTPEndpoint", "COpenSSL"], swiftSettings: swift6),
         .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
         // Benchmarks, all of them: a release-built executable that prints figures (README, "Performance"), with a
         // broker and answering devices of its own (nothing from Tests/).
@@ -51,7 +51,7 @@ let package = Package(
         ),
 
         // Test support: a real mosquitto broker on a free loopback port, certificates, temp dirs.
-        .target(name: "TestSupport", dependencies: ["MQTT"], path: "Tests/TestSupport", swiftSettings: swift6),
+        .target(name: "TestSupport", dependencies: ["MQTT", "JSON"], path: "Tests/TestSupport", swiftSettings: swift6),
         .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swift6),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "TestSupport"], swiftSettings: swift6),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"], swiftSettings: swift6),

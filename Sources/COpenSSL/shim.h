@@ -3,4 +3,5 @@
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/sha.h>
 #endif

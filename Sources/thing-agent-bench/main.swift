@@ -127,6 +127,13 @@ if section("set") {
     report.add("`thing-agent set` process, p50 / p90", "\(format(cli.p50, 1)) / \(format(cli.p90, 1)) ms")
 }
 
+if section("link") {
+    print("multi-control link, report to set")
+    let link = try await LinkBenchmark(brokerURL: broker.url, directory: directory).run(rounds: quick ? 200 : 1000)
+    report.add("link: member report to the other member's set, p50 / p99",
+               "\(format(link.p50, 2)) / \(format(link.p99, 2)) ms", "through the broker, echo handled each round")
+}
+
 if section("json") {
     print("JSON on a request payload")
     for (name, nanoseconds) in try await JSONBenchmark.run(iterations: quick ? 100_000 : 1_000_000) {

@@ -6,7 +6,9 @@ let commands: [any Command.Type] = [
     RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, SetCommand.self, SceneCommand.self,
     GatewaysCommand.self, TransferCommand.self, FirmwareCommand.self, OTACommand.self, WifiScanCommand.self,
     SimulateCommand.self,
-    DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, NetworkCommand.self, StatsCommand.self,
+    DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, LinkCommand.self, NetworkCommand.self,
+    PairCommand.self,
+    StatsCommand.self,
     VersionCommand.self,
 ]
 

@@ -10,23 +10,7 @@ import TestSupport
 struct OneWriterTests {
     /// One request to the daemon's API with an MQTT client of the test's own, and its answer.
     static func ask(_ harness: AgentHarness, _ method: String, _ request: JSONObject) async throws -> JSONValue {
-        let client = try MQTTClient(configuration: MQTTConfiguration(
-            url: harness.broker.url, clientID: "svc-\(UInt32.random(in: 0...UInt32.max))"))
-        try await client.connect()
-        let replies = client.messages
-        let replyTo = "thing-agent/replies/test/\(UInt32.random(in: 0...UInt32.max))"
-        try await client.subscribe(replyTo, qos: .atLeastOnce)
-        var payload = request
-        payload["replyTo"] = .string(replyTo)
-        try await client.publish("thing-agent/api/\(harness.clientID)/request/\(method)",
-                                 payload: JSONValue.object(payload).serializedBytes(), qos: .atLeastOnce)
-        var answer: JSONValue?
-        for await message in replies {
-            answer = try JSONParser.parse(message.payload)
-            break
-        }
-        await client.disconnect()
-        return try #require(answer)
+        try await askAPI(harness.broker.url, daemon: harness.clientID, method, request)
     }
 
     @Test(.timeLimit(.minutes(2)))

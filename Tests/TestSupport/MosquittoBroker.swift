@@ -18,6 +18,9 @@ public final class MosquittoBroker: Sendable {
         /// Keeps sessions and retained messages in a database that survives `restart()`; it is saved every second
         /// (a killed broker writes nothing at exit).
         public var persistence: Bool = false
+        /// Loads the dynamic-security plugin with a file made by `mosquitto_ctrl dynsec init FILE user password`
+        /// (the user is the plugin's admin); anonymous clients are then refused.
+        public var dynamicSecurity: (admin: String, password: String)?
         /// Appended to the generated configuration.
         public var extraConfig: String = ""
         public init() {}
@@ -47,6 +50,15 @@ public final class MosquittoBroker: Sendable {
     public var configFile: String { directory + "/mosquitto.conf" }
     public var passwordFile: String { directory + "/passwords" }
     public var persistenceFile: String { directory + "/mosquitto.db" }
+    /// The dynamic-security plugin's JSON file (with `Options.dynamicSecurity`).
+    public var dynamicSecurityFile: String { directory + "/dynamic-security.json" }
+
+    /// Where Debian's mosquitto package puts the plugin (`dpkg -L mosquitto | grep dynamic`).
+    public static var dynamicSecurityPlugin: String? {
+        let candidates = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib"]
+            .map { $0 + "/mosquitto_dynamic_security.so" }
+        return candidates.first { FileManager.default.fileExists(atPath: $0) }
+    }
 
     private init(options: Options, directory: String, port: Int, tlsPort: Int?, certificates: TestCertificates?) {
         self.options = options
@@ -65,6 +77,10 @@ public final class MosquittoBroker: Sendable {
             options: options, directory: directory, port: try freeLoopbackPort(),
             tlsPort: options.tls ? try freeLoopbackPort() : nil, certificates: certificates)
         do {
+            if let admin = options.dynamicSecurity {
+                try ChildProcess.run("/usr/bin/mosquitto_ctrl", [
+                    "dynsec", "init", broker.dynamicSecurityFile, admin.admin, admin.password], in: directory)
+            }
             try broker.writeConfiguration()
             try broker.setUsers(options.users)
             try await broker.launch()
@@ -160,8 +176,14 @@ public final class MosquittoBroker: Sendable {
                 "require_certificate \(options.requireClientCertificate)",
             ]
         }
+        if options.dynamicSecurity != nil {
+            guard let plugin = Self.dynamicSecurityPlugin else {
+                throw TestSupportError("mosquitto_dynamic_security.so not found (Debian's mosquitto package ships it)")
+            }
+            lines += ["plugin \(plugin)", "plugin_opt_config_file \(dynamicSecurityFile)"]
+        }
         if options.users.isEmpty {
-            lines.append("allow_anonymous true")
+            lines.append(options.dynamicSecurity == nil ? "allow_anonymous true" : "allow_anonymous false")
         } else {
             lines += ["allow_anonymous false", "password_file \(passwordFile)"]
         }

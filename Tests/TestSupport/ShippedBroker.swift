@@ -65,6 +65,15 @@ public final class ShippedBroker: Sendable {
             case "password_file", "acl_file":
                 lines.append("\(key) \(directory)/\(URL(fileURLWithPath: words[1]).lastPathComponent)")
             case "persistence_location": lines.append("persistence_location \(directory)/")
+            case "plugin_opt_config_file":
+                lines.append("plugin_opt_config_file \(directory)/\(URL(fileURLWithPath: words[1]).lastPathComponent)")
+            case "plugin":
+                // The shipped path is Debian's on amd64; another architecture has it under its own triplet.
+                guard let plugin = FileManager.default.fileExists(atPath: words[1])
+                    ? words[1] : MosquittoBroker.dynamicSecurityPlugin else {
+                    throw TestSupportError("the dynamic-security plugin is not installed: \(line)")
+                }
+                lines.append("plugin \(plugin)")
             default:
                 if words[1].hasPrefix("/") { throw TestSupportError("a path the test does not replace: \(line)") }
                 lines.append(line)
@@ -80,7 +89,7 @@ public final class ShippedBroker: Sendable {
 
     /// Started as root, mosquitto drops to the user "mosquitto" (the shipped config names no other): it must be
     /// able to read its files and write its data there.
-    private static func handOver(_ directory: String) throws {
+    static func handOver(_ directory: String) throws {
         guard geteuid() == 0, let user = getpwnam("mosquitto") else { return }
         let uid = user.pointee.pw_uid, gid = user.pointee.pw_gid
         chown(directory, uid, gid)
@@ -90,18 +99,25 @@ public final class ShippedBroker: Sendable {
     }
 
     private func launch() async throws {
+        try await Self.launch(in: directory, ports: [fleetPort, agentPort, loopbackPort], into: process)
+    }
+
+    /// Starts mosquitto on `directory`'s mosquitto.conf (its output in mosquitto.out) into `process`, and returns
+    /// once every port accepts connections; throws with the output when it exits or is not up within 10 s.
+    static func launch(in directory: String, ports: [Int], into process: borrowing Mutex<ChildProcess?>) async throws {
         let child = try ChildProcess.spawn("/usr/sbin/mosquitto", ["-c", directory + "/mosquitto.conf"],
                                            outputFile: directory + "/mosquitto.out")
         process.withLock { $0 = child }
+        let output = { (try? String(contentsOfFile: directory + "/mosquitto.out", encoding: .utf8)) ?? "" }
         let deadline = ContinuousClock.now + .seconds(10)
-        while ![fleetPort, agentPort, loopbackPort].allSatisfy(loopbackPortAccepts) {
+        while !ports.allSatisfy(loopbackPortAccepts) {
             var status: Int32 = 0
             if waitpid(child.pid, &status, WNOHANG) == child.pid {
                 process.withLock { $0 = nil }
-                throw TestSupportError("mosquitto exited at start with the shipped configuration: \(output)")
+                throw TestSupportError("mosquitto exited at start with the shipped configuration: \(output())")
             }
             if ContinuousClock.now >= deadline {
-                throw TestSupportError("mosquitto did not accept connections within 10 s: \(output)")
+                throw TestSupportError("mosquitto did not accept connections within 10 s: \(output())")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -122,6 +138,11 @@ public final class ShippedBroker: Sendable {
     }
 
     public func stop() {
+        Self.stop(process, removing: directory)
+    }
+
+    /// Kills the broker (SIGKILL, then waits for it) and removes its directory.
+    static func stop(_ process: borrowing Mutex<ChildProcess?>, removing directory: String) {
         if let child = process.withLock({ $0 }) {
             child.signal(SIGKILL)
             child.wait()

@@ -11,6 +11,23 @@ extension Agent {
         try await waitUntil(timeout: .seconds(30)) { subscribed.isSet }
         return running
     }
+
+    /// Runs the agent until it is subscribed, then `body`; stops it afterwards, also when `body` throws.
+    @discardableResult
+    func whileRunning<T: Sendable>(_ body: (Agent) async throws -> T) async throws -> T {
+        let running = try await runUntilSubscribed()
+        let result: T
+        do {
+            result = try await body(self)
+        } catch {
+            running.cancel()
+            _ = try? await running.value
+            throw error
+        }
+        running.cancel()
+        _ = try? await running.value
+        return result
+    }
 }
 
 private final class SubscribedFlag: Sendable {

@@ -24,16 +24,7 @@ struct AgentTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let agent = try Agent(configuration: configuration(broker, directory: directory, grace: grace))
-        let running = try await agent.runUntilSubscribed()
-        do {
-            try await body(agent, directory)
-        } catch {
-            running.cancel()
-            _ = try? await running.value
-            throw error
-        }
-        running.cancel()
-        _ = try? await running.value
+        try await agent.whileRunning { agent in try await body(agent, directory) }
     }
 
     @Test(.timeLimit(.minutes(1)))

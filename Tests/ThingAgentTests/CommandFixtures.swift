@@ -47,18 +47,7 @@ enum CommandFixture {
             configuration.modelsDirectory = modelsDirectory
         }
         configure(&configuration)
-        let agent = try Agent(configuration: configuration, logger: logger)
-        let running = try await agent.runUntilSubscribed()
-        defer { running.cancel() }
-        do {
-            try await body(agent)
-        } catch {
-            running.cancel()
-            _ = try? await running.value
-            throw error
-        }
-        running.cancel()
-        _ = try? await running.value
+        try await Agent(configuration: configuration, logger: logger).whileRunning(body)
     }
 
     /// A connected simulated device, announced with `productId` (when given) and `online`, known to the agent.

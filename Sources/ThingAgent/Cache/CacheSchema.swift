@@ -122,7 +122,80 @@ enum CacheSchema {
                 ended_at     INTEGER
             ) WITHOUT ROWID;
             """),
+        // Scenes, multi-control links and gateway replacements, all local (devices never report them). A scene's
+        // actions are one JSON array (`[{"device","set"}]`, the scenes file's form), written and read whole.
+        // `scene_imports` remembers each scene as the scenes file last gave it, so that a restart or a reload
+        // neither brings back a deleted scene nor overwrites one changed since. No foreign keys to `devices`
+        // (see migration 3).
+        Migration(version: 6, name: "scenes, links, gateway replacements", sql: """
+            CREATE TABLE scenes (
+                name        TEXT PRIMARY KEY NOT NULL,
+                description TEXT,
+                actions     TEXT NOT NULL,
+                created_at  INTEGER NOT NULL,
+                updated_at  INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE scene_imports (
+                name        TEXT PRIMARY KEY NOT NULL,
+                scene       TEXT NOT NULL,
+                file        TEXT NOT NULL,
+                imported_at INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE device_links (
+                name       TEXT PRIMARY KEY NOT NULL,
+                created_at INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE link_members (
+                link     TEXT NOT NULL REFERENCES device_links(name) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                dev_id   TEXT NOT NULL,
+                code     TEXT NOT NULL,
+                PRIMARY KEY (link, dev_id, code)
+            ) WITHOUT ROWID;
+            CREATE INDEX link_members_by_device ON link_members(dev_id);
+            CREATE TABLE gateway_replacements (
+                old_id      TEXT NOT NULL,
+                new_id      TEXT NOT NULL,
+                time        INTEGER NOT NULL,
+                moved       TEXT NOT NULL,
+                recorded_at INTEGER NOT NULL,
+                PRIMARY KEY (old_id, new_id, time)
+            ) WITHOUT ROWID;
+            """),
+        // Pairings (thing-agent pair) and the devices they activated. The token is kept only as its SHA-256
+        // (hex): the file never holds what would activate a device. `cleaned` is set once the pairing's bootstrap
+        // broker credentials are deleted. `provisioned_devices` holds what the broker's roles are computed from.
+        Migration(version: 7, name: "pairings, provisioned devices", sql: """
+            CREATE TABLE pairings (
+                username   TEXT PRIMARY KEY NOT NULL,
+                token_hash TEXT NOT NULL UNIQUE,
+                space_id   INTEGER,
+                gateway_id TEXT,
+                product_id TEXT,
+                created_at INTEGER NOT NULL,
+                expires_at INTEGER NOT NULL,
+                state      TEXT NOT NULL DEFAULT 'pending',
+                dev_id     TEXT,
+                ended_at   INTEGER,
+                cleaned    INTEGER NOT NULL DEFAULT 0
+            ) WITHOUT ROWID;
+            CREATE TABLE provisioned_devices (
+                dev_id       TEXT PRIMARY KEY NOT NULL,
+                gateway_id   TEXT,
+                pairing      TEXT NOT NULL,
+                activated_at INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            """),
     ]
+
+    /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).
+    static func open(_ path: String, readOnly: Bool) throws -> Database {
+        var options = Database.Options()
+        options.readOnly = readOnly
+        let database = try Database(path: path, options: options)
+        if !readOnly { _ = try Migrator(migrations).migrate(database) }
+        return database
+    }
 
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.
     static let stateColumns = [
@@ -133,8 +206,8 @@ enum CacheSchema {
     static var deviceColumns: [String] { ["dev_id"] + DeviceInfo.fields.map(\.column) + stateColumns }
 
     /// Deletes everything the file keeps about a device: its cached row (properties and transfer go with it by
-    /// cascade), the local tables of migration 3 and the upgrades of migration 5, which have no foreign keys to
-    /// cascade from.
+    /// cascade), the local tables of migration 3, the upgrades of migration 5 and the provisioned device of
+    /// migration 7, which have no foreign keys to cascade from.
     static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
         try db.transaction(.immediate) {
             try db.run("DELETE FROM devices WHERE dev_id = ?", [.text(id)])
@@ -143,6 +216,7 @@ enum CacheSchema {
             try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(id)])
             try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(id)])
             try db.run("DELETE FROM ota_upgrades WHERE dev_id = ?", [.text(id)])
+            try db.run("DELETE FROM provisioned_devices WHERE dev_id = ?", [.text(id)])
             return existed
         }
     }

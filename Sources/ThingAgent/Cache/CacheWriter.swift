@@ -31,6 +31,9 @@ final class CacheWriter: Sendable {
         var removed = false
         /// The target of the accepted transfer this device (a gateway) ended: its record goes with the flush.
         var endedAcceptedTransfer: String?
+        /// This device (a gateway) finished replacing this faulty gateway, at this device time: the flush moves the
+        /// local tables' groups, scenes, links and fields in the transaction that writes the re-linked sub-devices.
+        var replaced: (old: String, time: Millis)?
 
         mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
             for change in changes.properties { properties.insert(change.code) }
@@ -47,6 +50,7 @@ final class CacheWriter: Sendable {
             transfer = transfer || other.transfer
             removed = removed || other.removed
             endedAcceptedTransfer = other.endedAcceptedTransfer ?? endedAcceptedTransfer
+            replaced = other.replaced ?? replaced
         }
     }
 
@@ -145,6 +149,8 @@ final class CacheWriter: Sendable {
                 if accepted || isEligibleForeignTransfer(gateway: deviceId, target: faulty) {
                     events += relinkInPlace(of: faulty, to: deviceId, reportedAt: transfer.time, now: now,
                                             dirty: &state.dirty, wantsEvents: wantsEvents)
+                    state.dirty[deviceId, default: Dirty()].replaced = (faulty, transfer.time)
+                    changes.replacedGateway = faulty
                 } else {
                     changes.untrustedFinish = true
                 }
@@ -343,6 +349,10 @@ final class CacheWriter: Sendable {
                 for (gateway, marks) in dirty {
                     if let target = marks.endedAcceptedTransfer {
                         try store.forgetAcceptedTransfer(gateway: gateway, target: target)
+                    }
+                    if let (old, time) = marks.replaced {
+                        _ = try ReplacementMoves.move(from: old, to: gateway, time: time, now: Timestamp.now(),
+                                                      in: store.database)
                     }
                 }
                 if let (generation, applied) = position {

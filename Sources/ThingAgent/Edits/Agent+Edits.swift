@@ -64,7 +64,8 @@ extension Agent {
 
     /// Removes a device: clears its retained status and info on the broker, publishes the unbind request
     /// (`R/D/thing/unbind`, `{"msgId","time"}`, QoS 1), and drops it from the cache (memory and SQLite, with its
-    /// local metadata, group memberships and backup networks). A daemon on the same broker hears the unbind and
+    /// local metadata, group memberships and backup networks). With provisioning on, its broker client and role
+    /// are deleted (a sub-device's topics leave its gateway's role) before this returns. A daemon on the same broker hears the unbind and
     /// drops it from its memory too. A later message from the device makes it known again.
     ///
     /// Needs the broker (throws `RequestError.notSent` without it, and removes nothing).
@@ -87,5 +88,7 @@ extension Agent {
         try writer.remove(deviceId, now: Timestamp.now())
         // At once rather than at the flusher's next batch: the CLI exits right after.
         try writer.flush()
+        // With provisioning, the device's broker client goes too: it can no longer connect, so it cannot come back.
+        if let provisioning { try await provisioning.access.sync() }
     }
 }

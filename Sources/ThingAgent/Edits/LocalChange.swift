@@ -1,7 +1,8 @@
 import JSON
 
-/// A change to what the cache file keeps locally (metadata, groups, backup networks): the one set of writes behind
-/// the CLI's `edit`, `group` and `network` and the API methods of the same names. The daemon applies it when it
+/// A change to what the cache file keeps locally (metadata, groups, backup networks, scenes, links): the one set of
+/// writes behind the CLI's `edit`, `group`, `network`, `scene` and `link` and the API methods `edit`, `group`,
+/// `network`, `scenes` and `links`. The daemon applies it when it
 /// runs (the CLI sends it over the API); otherwise the CLI applies it itself, holding the cache's lock.
 public enum LocalChange: Sendable, Equatable {
     case edit(device: String, DeviceEdit)
@@ -11,6 +12,11 @@ public enum LocalChange: Sendable, Equatable {
     case removeFromGroup(String, devices: [String])
     case addNetwork(device: String, BackupNetwork)
     case removeNetwork(device: String, ssid: String)
+    case createScene(Scene)
+    case updateScene(Scene)
+    case deleteScene(String)
+    case createLink(DeviceLink)
+    case deleteLink(String)
 
     /// The API method that carries it.
     public var method: String {
@@ -18,6 +24,8 @@ public enum LocalChange: Sendable, Equatable {
         case .edit: "edit"
         case .createGroup, .deleteGroup, .addToGroup, .removeFromGroup: "group"
         case .addNetwork, .removeNetwork: "network"
+        case .createScene, .updateScene, .deleteScene: "scenes"
+        case .createLink, .deleteLink: "links"
         }
     }
 
@@ -26,7 +34,9 @@ public enum LocalChange: Sendable, Equatable {
         switch self {
         case .edit(let device, _), .addNetwork(let device, _), .removeNetwork(let device, _): [device]
         case .createGroup(_, let devices), .addToGroup(_, let devices): devices
-        case .deleteGroup, .removeFromGroup: []
+        case .createScene(let scene), .updateScene(let scene): scene.actions.map(\.deviceId)
+        case .createLink(let link): link.members.map(\.deviceId)
+        case .deleteGroup, .removeFromGroup, .deleteScene, .deleteLink: []
         }
     }
 
@@ -56,6 +66,17 @@ public enum LocalChange: Sendable, Equatable {
                                ("priority", .integer(Int64(network.priority)))])
         case .removeNetwork(let device, let ssid):
             return JSONObject([("action", "remove"), ("device", .string(device)), ("ssid", .string(ssid))])
+        case .createScene(let scene), .updateScene(let scene):
+            var object = JSONObject([("action", .string(self == .createScene(scene) ? "create" : "update"))])
+            object.merge(scene.json.objectValue ?? JSONObject())
+            return object
+        case .deleteScene(let name):
+            return JSONObject([("action", "delete"), ("name", .string(name))])
+        case .createLink(let link):
+            return JSONObject([("action", "create"), ("name", .string(link.name)),
+                               ("members", .array(link.members.map(\.json)))])
+        case .deleteLink(let name):
+            return JSONObject([("action", "delete"), ("name", .string(name))])
         }
     }
 
@@ -102,6 +123,33 @@ public enum LocalChange: Sendable, Equatable {
             case "remove": self = .removeNetwork(device: device, ssid: ssid)
             case let other: throw .invalid("unknown network action '\(other)': add or remove")
             }
+        case "scenes":
+            let action = try string("action")
+            if action == "list" { return nil }
+            let name = try string("name")
+            // The scene's own fields only: the request also carries `id`, `replyTo` and the action.
+            let scene = { () throws(EditError) -> Scene in
+                try Scene(json: .object(JSONObject(["name", "description", "actions"].compactMap { key in
+                    request[key].map { (key, $0) }
+                })))
+            }
+            switch action {
+            case "create": self = .createScene(try scene())
+            case "update": self = .updateScene(try scene())
+            case "delete": self = .deleteScene(name)
+            case let other: throw .invalid("unknown scenes action '\(other)': list, create, update or delete")
+            }
+        case "links":
+            let action = try string("action")
+            if action == "list" { return nil }
+            let name = try string("name")
+            switch action {
+            case "create":
+                self = .createLink(try DeviceLink(json: .object(JSONObject([
+                    ("name", .string(name)), ("members", request["members"] ?? .null)]))))
+            case "delete": self = .deleteLink(name)
+            case let other: throw .invalid("unknown links action '\(other)': list, create or delete")
+            }
         default:
             return nil
         }
@@ -110,9 +158,11 @@ public enum LocalChange: Sendable, Equatable {
 
 extension LocalStore {
     /// Applies `change` and returns what it made, as the API answers it: the metadata for an edit, the group
-    /// for a group change, the device's networks for a network change. `isKnown` says whether a device is cached;
-    /// a change naming an unknown device is `EditError.unknownDevice` and changes nothing.
-    public func apply(_ change: LocalChange, isKnown: (String) -> Bool) throws -> JSONValue {
+    /// for a group change, the device's networks for a network change, the scene or link. `isKnown` says whether a
+    /// device is cached; a change naming an unknown device is `EditError.unknownDevice` and changes nothing.
+    /// `model` gives a device's thing model: a scene's values and a link's codes are checked against it.
+    public func apply(_ change: LocalChange, isKnown: (String) -> Bool,
+                      model: (String) -> ThingModel?) throws -> JSONValue {
         for device in change.devices where DeviceID.isValid(device) && !isKnown(device) {
             throw EditError.unknownDevice(device)
         }
@@ -136,6 +186,18 @@ extension LocalStore {
         case .removeNetwork(let device, let ssid):
             guard try removeBackupNetwork(device, ssid: ssid) else { throw EditError.unknownNetwork(device, ssid: ssid) }
             return .array(try backupNetworks(device).map(\.json))
+        case .createScene(let scene), .updateScene(let scene):
+            try scene.check(model: model)
+            return try saveScene(scene, replacing: change == .updateScene(scene)).json
+        case .deleteScene(let name):
+            guard try deleteScene(name) else { throw EditError.unknownScene(name) }
+            return .object(JSONObject([("deleted", .string(name))]))
+        case .createLink(let link):
+            try link.check(model: model)
+            return try createLink(link).json
+        case .deleteLink(let name):
+            guard try deleteLink(name) else { throw EditError.unknownLink(name) }
+            return .object(JSONObject([("deleted", .string(name))]))
         }
     }
 }

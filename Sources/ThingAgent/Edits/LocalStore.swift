@@ -69,6 +69,12 @@ public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
     case unknownGroup(String)
     case groupExists(String)
     case unknownNetwork(String, ssid: String)
+    case unknownScene(String)
+    case sceneExists(String)
+    case unknownLink(String)
+    case linkExists(String)
+    /// A scene's value or a link's code that the device's thing model refuses.
+    case modelRefused(String)
     case invalid(String)
 
     public var description: String {
@@ -77,7 +83,11 @@ public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unknownGroup(let name): "no group named '\(name)'"
         case .groupExists(let name): "a group named '\(name)' already exists"
         case .unknownNetwork(let id, let ssid): "\(id) has no backup network '\(ssid)'"
-        case .invalid(let why): why
+        case .unknownScene(let name): "no scene named '\(name)'"
+        case .sceneExists(let name): "a scene named '\(name)' already exists (change it with scene update)"
+        case .unknownLink(let name): "no link named '\(name)'"
+        case .linkExists(let name): "a link named '\(name)' already exists"
+        case .invalid(let why), .modelRefused(let why): why
         }
     }
 }
@@ -93,11 +103,7 @@ public final class LocalStore: Sendable {
 
     /// Opens its own connection to the cache file. `readOnly` for readers that must not migrate (the CLI's `info`).
     public init(path: String, readOnly: Bool = false) throws {
-        var options = Database.Options()
-        options.readOnly = readOnly
-        let database = try Database(path: path, options: options)
-        if !readOnly { _ = try Migrator(CacheSchema.migrations).migrate(database) }
-        self.database = Mutex(database)
+        self.database = Mutex(try CacheSchema.open(path, readOnly: readOnly))
         self.path = path
     }
 
@@ -115,7 +121,7 @@ public final class LocalStore: Sendable {
         }
     }
 
-    private func withDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
+    func withDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
         try database.withLock { database throws -> T in try body(database) }
     }
 
@@ -367,7 +373,7 @@ public final class LocalStore: Sendable {
         }
     }
 
-    private static func text(_ value: String?) -> SQLiteValue {
+    static func text(_ value: String?) -> SQLiteValue {
         value.map(SQLiteValue.text) ?? .null
     }
 }

@@ -18,12 +18,18 @@ public enum DeviceEvent: Sendable, Equatable {
     case backOnline(deviceId: String, offlineSince: Millis, away: Millis)
     /// A firmware upgrade started, moved on or ended (`OTAManager`'s `statusDidUpdate`).
     case upgradeChanged(deviceId: String, upgrade: OTAUpgrade)
+    /// A member of a multi-control link reported a new value and the link set the other members (`deviceId` is
+    /// the member that reported it).
+    case linkPropagated(deviceId: String, propagation: LinkPropagation)
+    /// A device was activated with a pairing (`pairing` is its bootstrap user name; `gatewayId` for a sub-device).
+    case activated(deviceId: String, pairing: String, gatewayId: String?)
 
     public var deviceId: String {
         switch self {
         case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
              .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _),
-             .backOnline(let id, _, _), .upgradeChanged(let id, _):
+             .backOnline(let id, _, _), .upgradeChanged(let id, _), .linkPropagated(let id, _),
+             .activated(let id, _, _):
             id
         }
     }
@@ -38,14 +44,16 @@ public enum DeviceEvent: Sendable, Equatable {
         case .offlineWarning: .offlineWarning
         case .backOnline: .backOnline
         case .upgradeChanged: .ota
+        case .linkPropagated: .link
+        case .activated: .activated
         }
     }
 }
 
 /// A set of event kinds, to listen to only some.
 public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt8
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public let rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
 
     public static let properties = DeviceEventKinds(rawValue: 1 << 0)
     public static let status = DeviceEventKinds(rawValue: 1 << 1)
@@ -57,8 +65,12 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let backOnline = DeviceEventKinds(rawValue: 1 << 6)
     /// Firmware-upgrade changes.
     public static let ota = DeviceEventKinds(rawValue: 1 << 7)
+    /// Multi-control link propagations.
+    public static let link = DeviceEventKinds(rawValue: 1 << 8)
+    /// Devices activated with a pairing.
+    public static let activated = DeviceEventKinds(rawValue: 1 << 9)
     public static let all: DeviceEventKinds = [
-        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota,
+        .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota, .link, .activated,
     ]
 }
 

@@ -39,12 +39,14 @@ final class APIQueue: Sendable {
 }
 
 extension EditError {
-    /// The API's code for it: 400 a bad value, 404 an unknown device, group or network, 409 a name taken.
+    /// The API's code for it: 400 a bad value, 404 an unknown device, group, network, scene or link, 409 a name
+    /// taken, 422 a scene value or link code the thing model refuses.
     var apiCode: Int {
         switch self {
         case .invalid: 400
-        case .unknownDevice, .unknownGroup, .unknownNetwork: 404
-        case .groupExists: 409
+        case .modelRefused: 422
+        case .unknownDevice, .unknownGroup, .unknownNetwork, .unknownScene, .unknownLink: 404
+        case .groupExists, .sceneExists, .linkExists: 409
         }
     }
 }
@@ -68,7 +70,7 @@ extension Agent {
     /// The methods the API answers.
     public static let apiMethods = [
         "info", "devices", "set", "edit", "group", "network", "remove", "detail", "health", "firmware", "ota",
-        "fetch", "wifiScan", "gateways", "transfer",
+        "fetch", "wifiScan", "gateways", "transfer", "scenes", "links", "groupSet", "pair", "pairRevoke", "pairings",
     ]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
@@ -188,13 +190,16 @@ extension Agent {
             let outcome = await sendPropertySet(deviceId: id, values, timeout: timeout,
                                                 force: request["force"]?.boolValue ?? false)
             return (.object(outcome.apiJSON), [:])
-        case "edit", "group", "network":
+        case "edit", "group", "network", "scenes", "links":
             do {
+                if request["action"]?.stringValue == "list", let listed = try listLocal(method) { return (listed, [:]) }
                 guard let change = try LocalChange(method: method, request: request) else { throw APIError(404, method) }
-                return (try requireLocal().apply(change) { self.cache.device($0) != nil }, [:])
+                return (try apply(change), [:])
             } catch let error as EditError {
                 throw APIError(error.apiCode, error.description)
             }
+        case "groupSet":
+            return (try await apiGroupSet(request), [:])
         case "remove":
             let (id, _) = try known()
             do {
@@ -215,6 +220,8 @@ extension Agent {
             return (try await apiOTA(request, device: id, snapshot: snapshot), [:])
         case "fetch", "wifiScan", "gateways", "transfer":
             return (try await apiDeviceRequest(method, request, device: try device()), [:])
+        case "pair", "pairRevoke", "pairings":
+            return (try await apiPairing(method, request), [:])
         default:
             throw APIError(404, "unknown method '\(method)'; methods: \(Self.apiMethods.joined(separator: ", "))")
         }
@@ -222,6 +229,32 @@ extension Agent {
 }
 
 extension Agent {
+    /// The `list` action of `scenes` and `links`: every scene or link (nil for the other methods).
+    func listLocal(_ method: String) throws -> JSONValue? {
+        switch method {
+        case "scenes": .array(try requireLocal().scenes().map(\.json))
+        case "links": .array(try requireLocal().links().map(\.json))
+        default: nil
+        }
+    }
+
+    /// `groupSet`: `{"group","data","force","timeout"}`, answered with the group's `GroupSetReport`.
+    func apiGroupSet(_ request: JSONObject) async throws -> JSONValue {
+        guard let name = request["group"]?.stringValue else { throw APIError(400, "'group' is missing or not a string") }
+        guard let data = request["data"]?.objectValue, !data.isEmpty else {
+            throw APIError(400, "'data' must be a non-empty object of property codes and values")
+        }
+        let timeout = try Self.timeout(request["timeout"])
+        var values: [String: JSONValue] = [:]
+        for (code, value) in data { values[code] = value }
+        do {
+            return .object(try await setGroup(name, values, timeout: timeout,
+                                              force: request["force"]?.boolValue ?? false).json)
+        } catch let error as EditError {
+            throw APIError(error.apiCode, error.description)
+        }
+    }
+
     /// One page of `devices`, in device-id order: at most `limit` (default `apiPageSize`) devices with an id after
     /// `after`; `next` is the id to pass as `after` for the next page, null on the last one.
     func devicesPage(_ request: JSONObject, now: Millis) throws -> (JSONValue, JSONObject) {

@@ -20,6 +20,8 @@ enum EventPublisher {
         case .offlineWarning: "offline"
         case .backOnline: "online"
         case .upgradeChanged: "ota"
+        case .linkPropagated: "link"
+        case .activated: "activated"
         }
     }
 
@@ -61,6 +63,11 @@ enum EventPublisher {
             object["awayMs"] = .integer(away)
         case .upgradeChanged(_, let upgrade):
             object["data"] = .object(upgrade.json)
+        case .linkPropagated(_, let propagation):
+            object["data"] = .object(propagation.json)
+        case .activated(_, let pairing, let gateway):
+            object["pairing"] = .string(pairing)
+            object["gatewayId"] = gateway.map(JSONValue.string) ?? .null
         }
         return object
     }

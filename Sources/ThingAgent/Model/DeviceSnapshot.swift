@@ -65,6 +65,9 @@ struct AppliedChanges: Sendable, Equatable {
     var refusedCodes = 0
     /// A transfer `finish` neither started by this agent nor trusted: no sub-device was re-linked.
     var untrustedFinish = false
+    /// A trusted transfer `finish` re-linked the sub-devices of this faulty gateway (its groups, scenes, links and
+    /// local fields move with the same write).
+    var replacedGateway: String?
 
     /// Nothing a listener would hear of (`timesMoved` aside).
     var isEmpty: Bool {
@@ -81,6 +84,7 @@ struct AppliedChanges: Sendable, Equatable {
         transfer = other.transfer ?? transfer
         timesMoved = timesMoved || other.timesMoved
         refusedCodes += other.refusedCodes
+        replacedGateway = other.replacedGateway ?? replacedGateway
     }
 }
 

@@ -66,11 +66,29 @@ extension Agent {
                    "Listener events dropped because a listener's queue was full.", Double(events.dropped))
         out.single("thing_agent_offline_warnings_total", .counter, "Offline warnings published.",
                    Double(offlineWatch.warningsPublished))
+        let links = linkEngine.statistics
+        out.family("thing_agent_link_total", .counter,
+                   "What the multi-control links did: propagations, sets sent and failed, members skipped (offline, "
+                       + "out of range), echoes of their own sets.")
+        for (what, count) in [("propagations", links.propagations), ("sets_sent", links.setsSent),
+                              ("sets_failed", links.setsFailed), ("skipped_offline", links.skippedOffline),
+                              ("out_of_range", links.outOfRange), ("echoes", links.echoes)] {
+            out.sample("thing_agent_link_total", [("what", what)], count)
+        }
         let integration = integration.snapshot
         out.single("thing_agent_events_published_total", .counter, "Events published on the events topics.",
                    Double(integration.eventsPublished))
         out.single("thing_agent_events_not_sent_total", .counter,
                    "Events that could not be published (not connected).", Double(integration.eventsNotSent))
+
+        if let provisioning = provisioningCounters {
+            out.family("thing_agent_activations_total", .counter,
+                       "Device activations with a pairing: activated, or refused by code (docs/protocol.md, Provisioning).")
+            out.sample("thing_agent_activations_total", [("outcome", "activated")], provisioning.activated)
+            for (code, count) in provisioning.refusals.sorted(by: { $0.key < $1.key }) {
+                out.sample("thing_agent_activations_total", [("outcome", "refused"), ("code", "\(code)")], count)
+            }
+        }
 
         out.family("thing_agent_build_info", .gauge, "The running version (always 1).")
         out.sample("thing_agent_build_info", [("version", ThingAgentVersion.current)], 1)

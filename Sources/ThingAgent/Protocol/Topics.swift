@@ -54,6 +54,19 @@ public struct Topics: Sendable, Equatable {
     public func unbind(_ device: String) -> String { "\(root)/\(device)/thing/unbind" }
     public func request(_ kind: RequestKind, device: String) -> String { "\(root)/\(device)/thing/\(kind.rawValue)" }
     public func response(_ kind: RequestKind, device: String) -> String { "\(root)/\(device)/thing/\(kind.rawValue)_response" }
+    /// A pairing's activation request, named by its bootstrap user name (docs/protocol.md, "Provisioning").
+    public func activate(_ username: String) -> String { "\(root)/\(username)/thing/activate" }
+    public func activateResponse(_ username: String) -> String { "\(root)/\(username)/thing/activate_response" }
+    /// The filter that brings every activation request (the daemon subscribes to it when provisioning is on).
+    public var activations: String { "\(root)/+/thing/activate" }
+
+    /// The user name of an activation topic (`R/U/thing/activate`); nil for any other topic.
+    public func activationUser(_ topic: String) -> String? {
+        let prefix = root + "/", suffix = "/thing/activate"
+        guard topic.hasPrefix(prefix), topic.hasSuffix(suffix), topic.count > prefix.count + suffix.count else { return nil }
+        let user = String(topic.dropFirst(prefix.count).dropLast(suffix.count))
+        return DeviceID.isValid(user) ? user : nil
+    }
 
     public enum ParseError: Error, Sendable, Equatable {
         /// Not under the root or not a thing topic this agent handles.

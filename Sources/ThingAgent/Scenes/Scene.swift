@@ -76,7 +76,7 @@ public struct Scenes: Sendable, Equatable {
         return Scenes(scenes)
     }
 
-    private static func parseScene(_ entry: JSONValue, index: Int,
+    static func parseScene(_ entry: JSONValue, index: Int,
                                    fail: (String) -> LoadError) throws(LoadError) -> Scene {
         guard let object = entry.objectValue, let name = object["name"]?.stringValue, !name.isEmpty else {
             throw fail("scene \(index + 1) needs a 'name'")

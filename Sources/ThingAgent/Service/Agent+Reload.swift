@@ -26,8 +26,42 @@ public struct ReloadReport: Sendable {
 }
 
 extension Agent {
-    /// The scenes of `scenesFile` as the daemon last read them (at start or at `reload()`); empty for CLI roles.
-    public var scenes: Scenes { reloadable.withLock { $0.scenes } }
+    /// The scenes kept in the cache file (those of `scenesFile` are imported into it at start and at `reload()`);
+    /// without a cache file, those of `scenesFile` as the daemon last read them.
+    public var scenes: Scenes {
+        if let local, let cached = try? local.scenes() { return Scenes(cached) }
+        return reloadable.withLock { $0.scenes }
+    }
+
+    /// Imports the scenes file as last read into the cache's scenes (`LocalStore.importScenes`: never silently
+    /// overwriting a scene changed in the cache), and says what it did. A scene whose values a known device's
+    /// thing model refuses is left out (and said so); fixed in the file, it is imported at the next reload.
+    @discardableResult
+    static func importScenes(_ scenes: Scenes, from file: String?, into local: LocalStore, logger: AgentLogger,
+                             model: (String) -> ThingModel?) throws -> SceneImport {
+        guard let file else { return SceneImport() }
+        var valid: [Scene] = []
+        for scene in scenes.all {
+            do {
+                try scene.check(model: model)
+                valid.append(scene)
+            } catch {
+                logger.warning("left a scene of the scenes file out: \(error)", metadata: ["file": file])
+            }
+        }
+        let report = try local.importScenes(Scenes(valid), from: file)
+        if !report.imported.isEmpty || !report.updated.isEmpty {
+            logger.info("imported scenes from the scenes file", metadata: [
+                "file": file, "new": report.imported.joined(separator: ","),
+                "updated": report.updated.joined(separator: ",")])
+        }
+        if !report.kept.isEmpty {
+            logger.warning("the scenes file changed scenes that were changed or deleted in the cache since they were "
+                           + "imported; the cache's versions stay (scene update or delete changes them)",
+                           metadata: ["file": file, "scenes": report.kept.joined(separator: ",")])
+        }
+        return report
+    }
 
     /// The firmware catalog (`firmwareCatalog`) as last read (at start or at `reload()`); empty without one.
     public var firmwareCatalog: FirmwareCatalog { reloadable.withLock { $0.catalog } }
@@ -52,7 +86,16 @@ extension Agent {
         }
         do {
             next.scenes = try configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([])
-            report.reloaded.append("scenes (\(next.scenes.all.count) from \(configuration.scenesFile ?? "no file"))")
+            if role == .service, let local, let file = configuration.scenesFile {
+                let imported = try Self.importScenes(next.scenes, from: file, into: local, logger: logger) { device in
+                    next.models.model(for: self.cache.device(device)?.info.productId)
+                }
+                report.reloaded.append("scenes (\(next.scenes.all.count) from \(file)), imported: "
+                                       + "\(imported.imported.count) new, \(imported.updated.count) updated, "
+                                       + "\(imported.kept.count) kept as cached")
+            } else {
+                report.reloaded.append("scenes (\(next.scenes.all.count) from \(configuration.scenesFile ?? "no file"))")
+            }
         } catch {
             report.kept.append("scenes: \(error)")
         }

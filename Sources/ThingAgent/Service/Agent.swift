@@ -41,6 +41,8 @@ public final class Agent: Sendable {
     let offlineWatch: OfflineWatch
     let transferWatch: TransferWatch
     let otaWatch: OTAWatch
+    /// The multi-control links at work (the daemon's; idle in the CLI's roles).
+    let linkEngine: LinkEngine
     let flusher: CacheFlusher
     let client: MQTTClient
     /// Connects, losses and reconnects, logged and counted.
@@ -62,6 +64,8 @@ public final class Agent: Sendable {
     /// The budget of all clients together (`apiRateLimitTotal`), one bucket.
     let apiTotalRateLimiter: APIRateLimiter
     let apiLogLimiter = LogRateLimiter()
+    /// Pairings, activations and broker access; nil unless the daemon runs with `provisioning` on.
+    let provisioning: Provisioning?
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
@@ -140,10 +144,19 @@ public final class Agent: Sendable {
         let apiQueue = role == .service && !standIn && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
         self.apiQueue = apiQueue
+        // The daemon alone: a stand-in's removal leaves the broker credentials to the daemon's next start.
+        let provisioning = role == .service && !standIn && configuration.provisioning
+            ? try Self.makeProvisioning(configuration, cache: cache, logger: logger) : nil
+        self.provisioning = provisioning
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
-        if let apiQueue { elsewhere = { message in apiQueue.accept(message) } }
+        if apiQueue != nil || provisioning != nil {
+            elsewhere = { message in
+                (apiQueue?.accept(message) ?? false) || (provisioning?.accept(message) ?? false)
+            }
+        }
         // The writer tells the watches what it applied, whoever caused it.
         if role == .service { writer.watches.add(offlineWatch) }
+        if let provisioning { writer.watches.add(AccessWatch(provisioning: provisioning)) }
         if role != .observer { writer.watches.add(transferWatch) }
         otaWatch = OTAWatch(stallTimeout: configuration.otaStallTimeout, writer: writer, logger: logger)
         if role == .service {
@@ -151,6 +164,19 @@ public final class Agent: Sendable {
             writer.watches.add(otaWatch)
             writer.upgrades.load(cachedUpgrades)
             otaWatch.watchCached(cachedUpgrades, now: Timestamp.now())
+        }
+        linkEngine = LinkEngine(cache: cache, hub: events, logger: logger)
+        if role == .service, let local {
+            // The links hear every change, as the watches do; they send sets only once the daemon's `start()`
+            // connected (a stand-in's short life sends none, but a replacement it writes moves them too).
+            linkEngine.load(try local.links())
+            writer.watches.add(linkEngine)
+            if !standIn {
+                let (scenes, models) = reloadable.withLock { ($0.scenes, $0.models) }
+                try Self.importScenes(scenes, from: configuration.scenesFile, into: local, logger: logger) { [cache] in
+                    models.model(for: cache.device($0)?.info.productId)
+                }
+            }
         }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, limits: IngestLimits(configuration))
@@ -218,14 +244,19 @@ public final class Agent: Sendable {
     /// Connects and subscribes. Throws a clear error when the broker cannot be used.
     package func start() async throws {
         flusher.start()
+        // Before the agent's own connection: the roles it publishes under are given first (a change to its
+        // user's roles drops every connection of that user), and every device's access is brought in line.
+        try await provisioning?.access.prepare()
         try await client.connect()
         let filters = topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
-        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []))
+        let activations = provisioning.map { _ in [(topics.activations, QoS.atLeastOnce)] } ?? []
+        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []) + activations)
         if role == .service, !isStandIn {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
             // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
             logger.info("connected and subscribed", metadata: [
                 "broker": configuration.broker, "devices": "\(cache.count)", "root": topics.root])
+            linkEngine.start(self)
         }
     }
 
@@ -280,6 +311,11 @@ public final class Agent: Sendable {
             if role == .service { group.addTask { await self.offlineWatch.run() } }
             if role != .observer { group.addTask { await self.transferWatch.run() } }
             if role == .service { group.addTask { await self.otaWatch.run() } }
+            if let provisioning {
+                group.addTask { await self.serveActivations(provisioning) }
+                group.addTask { await self.runPairingCleanup(provisioning) }
+                group.addTask { await provisioning.access.runSyncs() }
+            }
             group.addTask {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }
@@ -311,6 +347,7 @@ public final class Agent: Sendable {
 
     /// Announces offline, disconnects (no more messages are taken), ends pending requests and listener streams.
     package func stop() async {
+        linkEngine.stop()
         ingestor.stopWaiting()
         if role == .service, !isStandIn, client.state == .connected {
             // The broker's acknowledgement is waited for 200 ms at most: under load it can queue behind a
@@ -337,6 +374,10 @@ public final class Agent: Sendable {
             }
         }
         apiQueue?.finish()
+        if let provisioning {
+            provisioning.finish()
+            await provisioning.access.dynsec.disconnect()
+        }
         tracker.cancelAll()
         events.finishAll()
         // A short-lived CLI client stopping is not news on every command's stderr.

@@ -76,6 +76,11 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// Re-link sub-devices on a `finish` for a transfer started elsewhere (not through this agent), when the
     /// gateway is eligible: known, with the gatewayTransfer ability, of the faulty gateway's product and space.
     public var trustForeignTransfers = false
+    /// Access management through mosquitto's dynamic-security plugin: pairings, activation, one role per device
+    /// (README, "Provisioning"). Off keeps the broker's own (static) access control.
+    public var provisioning = false
+    /// The services' broker users, each given the service role and its own replies (provisioning only).
+    public var serviceUsers: [String] = []
     /// The device-detail config (`thing-agent detail`, the API's `detail`), in the SDKs' deviceDetailConfig.json
     /// format; nil uses the built-in default layout.
     public var detailConfig: String?
@@ -225,6 +230,20 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("maxDevices", "THING_AGENT_MAX_DEVICES", { c, v in setCount(&c.maxDevices, v, max: 1_000_000_000) }),
         ("trustForeignTransfers", "THING_AGENT_TRUST_FOREIGN_TRANSFERS", { c, v in
             setBool(&c.trustForeignTransfers, v)
+        }),
+        ("provisioning", "THING_AGENT_PROVISIONING", { c, v in setBool(&c.provisioning, v) }),
+        ("serviceUsers", "THING_AGENT_SERVICE_USERS", { c, v in
+            // In the file a list; in the environment comma-separated.
+            let names: [String]?
+            if let list = v.arrayValue {
+                let texts = list.compactMap(\.stringValue)
+                names = texts.count == list.count ? texts : nil
+            } else {
+                names = v.stringValue.map { $0.split(separator: ",").map(String.init) }
+            }
+            guard let names, names.allSatisfy({ DeviceID.isValid($0) }) else { return false }
+            c.serviceUsers = names
+            return true
         }),
         ("detailConfig", "THING_AGENT_DETAIL_CONFIG", { c, v in setOptional(&c.detailConfig, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in

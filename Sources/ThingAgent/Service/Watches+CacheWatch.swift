@@ -19,3 +19,11 @@ extension TransferWatch: CacheWatch {
         forgetGateway(device)
     }
 }
+
+extension LinkEngine: CacheWatch {
+    func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
+        changed(changes, on: device)
+    }
+
+    func removed(_ device: String) {}
+}

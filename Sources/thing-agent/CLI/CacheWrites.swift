@@ -48,14 +48,31 @@ extension Command {
                 return try await DaemonAPI(configuration: configuration, daemon: clientID)
                     .call(change.method, change.request)
             } catch let refusal as DaemonAPI.Refusal {
-                throw CommandFailure(code: refusal.code == 400 ? .usage : .failure, message: refusal.message)
+                switch refusal.code {
+                case 400: throw CommandFailure(code: .usage, message: refusal.message)
+                case 422: throw CommandFailure(code: .invalid, message: "invalid: \(refusal.message)")
+                default: throw CommandFailure(code: .failure, message: refusal.message)
+                }
             }
         case .here(let lock):
             let local = try openLocal(configuration)
             let reader = try openCache(configuration)
+            let models = try thingModels(configuration)
             return try withExtendedLifetime(lock) {
-                try editing { try local.apply(change) { (try? reader.device($0)) != nil } }
+                try editing {
+                    try local.apply(change, isKnown: { (try? reader.device($0)) != nil },
+                                    model: { models.model(for: (try? reader.device($0))??.info.productId) })
+                }
             }
+        }
+    }
+
+    /// The thing models of `modelsDirectory` (none without one); a broken model is an error naming it.
+    static func thingModels(_ configuration: AgentConfiguration) throws -> ThingModels {
+        do {
+            return try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
+        } catch {
+            throw CommandFailure(code: .failure, message: "\(error)")
         }
     }
 

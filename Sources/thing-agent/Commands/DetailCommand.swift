@@ -7,11 +7,12 @@ enum DetailCommand: Command {
     static let spec = CommandSpec(
         name: "detail",
         summary: "show a device's detail page (sections of deviceDetailConfig.json, each item with its data)",
-        usage: "thing-agent detail DEVICE [--json] [--detail-config FILE] [--timeout S] [options]",
+        usage: "thing-agent detail DEVICE [--json] [--detail-config FILE] [--timeout S] | detail --group G [--json] [options]",
         options: [
             OptionSpec(name: "json", valueName: nil, help: "print JSON: {device, sections:[{name, header, margin, items}]}"),
             OptionSpec(name: "detail-config", valueName: "FILE", help: "layout file (default: detailConfig, else built in)"),
             OptionSpec(name: "timeout", valueName: "S", help: "seconds the live network check waits (default 10)"),
+            groupOption,
         ] + CommonOptions.options,
         discussion: """
             Reads the cache file; check_device_network makes a live info/get round trip through the broker (the
@@ -21,6 +22,12 @@ enum DetailCommand: Command {
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        if let group = arguments.value("group") {
+            guard arguments.positionals.isEmpty else {
+                throw CommandFailure(code: .usage, message: "--group G takes no DEVICE\nUsage: \(spec.usage)")
+            }
+            return try runForGroup(group, arguments)
+        }
         let device = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
         try applyTimeout(arguments, to: &configuration)

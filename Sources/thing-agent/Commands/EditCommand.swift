@@ -24,6 +24,7 @@ extension Command {
         } catch let error as EditError {
             switch error {
             case .invalid: throw CommandFailure(code: .usage, message: error.description)
+            case .modelRefused: throw CommandFailure(code: .invalid, message: "invalid: \(error.description)")
             default: throw CommandFailure(code: .failure, message: error.description)
             }
         }

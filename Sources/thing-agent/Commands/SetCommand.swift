@@ -6,11 +6,12 @@ enum SetCommand: Command {
     static let spec = CommandSpec(
         name: "set",
         summary: "set device properties and wait for the device's answer",
-        usage: "thing-agent set DEVICE CODE=VALUE... [--timeout S] [--json] [--force] [options]",
+        usage: "thing-agent set DEVICE CODE=VALUE... | set --group G CODE=VALUE... [--timeout S] [--json] [--force] [options]",
         options: [
             OptionSpec(name: "timeout", valueName: "S", help: "seconds to wait for the answer (default 10)"),
             OptionSpec(name: "json", valueName: nil, help: "print the outcome as JSON"),
             OptionSpec(name: "force", valueName: nil, help: "send even when the device is known to be offline"),
+            groupOption,
         ] + CommonOptions.options,
         discussion: """
             VALUE is read as JSON when it parses (true, 800, "text", null) and as a string otherwise, so
@@ -20,10 +21,16 @@ enum SetCommand: Command {
             While the daemon runs, it sends the set (its API's set method) and the command waits for its answer;
             without a daemon the command sends it itself, with a client id of its own.
 
+            With --group G the set goes to every member of the group at once (through the daemon when it runs),
+            each checked against its own model: a member whose model refuses it is listed and gets nothing,
+            offline members are listed and skipped (--force sends anyway). Exit 0 only when every online member's
+            set succeeded; otherwise the first of 3 (model), 4 (refused), 5 (no answer) that occurred.
+
 
             """ + ExitCode.table)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        if let group = arguments.value("group") { return try await runForGroup(group, arguments) }
         let device = try deviceArgument(arguments)
         let values = try assignments(arguments.positionals.dropFirst())
         var configuration = try CommonOptions.configuration(arguments)

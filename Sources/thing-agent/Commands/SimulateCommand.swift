@@ -6,7 +6,9 @@ enum SimulateCommand: Command {
     static let spec = CommandSpec(
         name: "simulate",
         summary: "run virtual devices, gateways and sub-devices on the broker (for demos, tests, benchmarks)",
-        usage: "thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--seed N] [--duration S] [options]",
+        usage: """
+            thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--seed N] [--duration S] [--provision]             [options]
+            """,
         options: [
             OptionSpec(name: "devices", valueName: "N", help: "plain Wi-Fi devices (lights; default 10)"),
             OptionSpec(name: "gateways", valueName: "N", help: "gateways, each able to replace the others (default 2)"),
@@ -24,6 +26,8 @@ enum SimulateCommand: Command {
             OptionSpec(name: "ota-step", valueName: "S", help: "seconds between firmware upgrade stages (default 1)"),
             OptionSpec(name: "max-connections", valueName: "N",
                        help: "broker connections at most, up to 300; devices beyond share pooled ones (default 250)"),
+            OptionSpec(name: "provision", valueName: nil,
+                       help: "start unpaired: each device pairs through the daemon and activates (gateways their sub-devices)"),
         ] + CommonOptions.options,
         discussion: """
             Every device publishes its retained status (online, with a time; its will is the offline form
@@ -42,6 +46,12 @@ enum SimulateCommand: Command {
             offline status is published when the simulator stops, not when it is killed). Fleets over about
             1000 devices need the broker's max_queued_messages raised (deploy/mosquitto.conf: 100000), or
             mosquitto drops QoS 1 messages queued beyond 1000 for a subscriber that falls behind.
+
+            --provision (the daemon runs with "provisioning": true, the broker with the dynamic-security plugin;
+            the simulator's own user is the operators' CLI user): each device and gateway asks the daemon's API
+            for a pairing, activates with its bootstrap credentials and connects with its own, its id as client
+            id; each gateway then activates its sub-devices over its connection. Every device needs a connection
+            of its own then (no pools).
 
             Products: p-light-1 (devices), p-gateway-1, p-sensor-1 (sub-devices), built in; --models DIR
             replaces them by productId. Try it next to the agent:
@@ -62,9 +72,22 @@ enum SimulateCommand: Command {
         } catch {
             throw CommandFailure(code: .usage, message: "\(error)")
         }
+        var credentials: [String: DeviceCredentials] = [:]
+        if arguments.has("provision") {
+            let plans = FleetPlan.make(options)
+            guard ConnectionPlan(plans, maxConnections: options.maxConnections).pooledDevices == 0 else {
+                throw CommandFailure(code: .usage, message: """
+                    --provision gives every device and gateway a connection of its own: at most --max-connections                     (\(options.maxConnections)) of them
+                    """)
+            }
+            credentials = try await SimulatedPairing(configuration: configuration, daemon: configuration.clientID)
+                .activate(plans)
+            Console.out("simulate: \(plans.count) devices paired and activated through the daemon \(configuration.clientID)")
+        }
         let simulator: Simulator
         do {
-            simulator = try Simulator(options: options, configuration: configuration, models: models)
+            simulator = try Simulator(options: options, configuration: configuration, models: models,
+                                      credentials: credentials)
             try await simulator.checkBroker(configuration)
         } catch {
             throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")

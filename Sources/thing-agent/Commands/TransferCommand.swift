@@ -45,8 +45,13 @@ enum TransferCommand: Command {
                                        patience: patience)
             follow.stop()
             let moved = end.ended ? try await follow.ended(end.last) : []
-            return try outcome(end, device: device, faulty: faulty, moved: moved.filter { moving.contains($0) },
-                               stall: follow.start.stallTimeout.seconds, patience: patience)
+            let code = try outcome(end, device: device, faulty: faulty, moved: moved.filter { moving.contains($0) },
+                                   stall: follow.start.stallTimeout.seconds, patience: patience)
+            if end.last.status == .finish {
+                Console.out(await movedLocally(from: faulty, to: device, finishedAt: end.last.time,
+                                               configuration: configuration))
+            }
+            return code
         }
     }
 
@@ -68,6 +73,22 @@ enum TransferCommand: Command {
         guard let patience else { return await follow() }
         // Running out of patience cancels the following, which ends the stream.
         return await withTimeout(.milliseconds(Int64(patience * 1000)), follow)
+    }
+
+    /// What the replacement moved besides the sub-devices (groups, scenes, links, local fields), as the writer
+    /// recorded it in the write of the re-linked sub-devices: waited for a few seconds (its next flush).
+    static func movedLocally(from faulty: String, to device: String, finishedAt time: Millis,
+                             configuration: AgentConfiguration) async -> String {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(5)
+        while clock.now < deadline {
+            let recorded = (try? readLocal(configuration).replacements(involving: device))?
+                .first { $0.old == faulty && $0.time == time }
+            if let recorded { return recorded.summary }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return "no replacement of \(faulty) recorded in the cache yet: its groups, scenes, links and local fields move "
+            + "when the cache's writer writes the finish"
     }
 
     static func outcome(_ end: (last: TransferInfo, ended: Bool), device: String, faulty: String, moved: [String],

@@ -51,6 +51,9 @@ enum WatchCommand: Command {
         case .backOnline(let id, _, let away): "\(id) back online after \(away / 1000) s"
         case .upgradeChanged(let id, let upgrade):
             "\(id) firmware \(upgrade.image.version) \(upgrade.stage.rawValue) \(upgrade.progress)%"
+        case .linkPropagated(let id, let propagation):
+            "\(id) link \(propagation.link.terminalSafe()) \(propagation.code.terminalSafe())=\(Format.value(propagation.value))"
+        case .activated(let id, _, let gateway): "\(id) activated" + (gateway.map { " by gateway \($0)" } ?? "")
         }
     }
 }

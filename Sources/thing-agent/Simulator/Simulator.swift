@@ -16,7 +16,9 @@ final class Simulator: Sendable {
     private let connections: [SimulatorConnection]
     private let transfers = Mutex<[String: Task<Void, Never>]>([:])
 
-    init(options: SimulatorOptions, configuration: AgentConfiguration, models: ThingModels) throws {
+    /// `credentials`: each device's own (`--provision`); its connection then uses them, its id as client id.
+    init(options: SimulatorOptions, configuration: AgentConfiguration, models: ThingModels,
+         credentials: [String: DeviceCredentials] = [:]) throws {
         self.options = options
         let topics = configuration.topics
         let plans = FleetPlan.make(options)
@@ -33,10 +35,15 @@ final class Simulator: Sendable {
         var connectionOf: [String: SimulatorConnection] = [:]
         for (number, link) in connectionPlan.links.enumerated() {
             let first = link.devices[0]
-            let clientID = link.pooled ? "sim-pool-\(number)-\(first)" : "sim-\(first)"
+            let own = link.pooled ? nil : credentials[first]
+            let clientID = link.pooled ? "sim-pool-\(number)-\(first)" : own?.username ?? "sim-\(first)"
             let will = link.pooled ? nil : deviceById[first]?.will
-            let connection = try SimulatorConnection(
-                configuration: Self.mqtt(configuration, clientID: clientID, will: will), topics: topics, stats: stats)
+            var mqtt = Self.mqtt(configuration, clientID: clientID, will: will)
+            if let own {
+                mqtt.username = own.username
+                mqtt.password = own.password
+            }
+            let connection = try SimulatorConnection(configuration: mqtt, topics: topics, stats: stats)
             connections.append(connection)
             for id in link.devices { connectionOf[id] = connection }
         }

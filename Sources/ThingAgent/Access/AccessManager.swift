@@ -1,0 +1,327 @@
+import JSON
+import Synchronization
+
+/// Keeps the broker's dynamic-security roles and clients in line with the fleet (README, "Provisioning"): computes
+/// what should be (`AccessPolicy`, from the provisioned devices, the cache's gateway links and the open pairings),
+/// compares it with what the broker has, and sends the difference. Every change is idempotent, so a start after a
+/// broker restored from an older plugin file brings it back in line. Changes run one at a time.
+final class AccessManager: Sendable {
+    let dynsec: DynsecClient
+    let policy: AccessPolicy
+    let agentUser: String
+    let serviceUsers: [String]
+    let store: PairingStore
+    let cache: DeviceCache
+    let logger: AgentLogger
+    /// The ACLs of every role the agent manages, as the broker has them after the last change.
+    private let applied = Mutex<[String: Set<RoleACL>]>([:])
+    private let gate = SerialGate()
+    /// Something changed that may change the roles (a removal, a gateway link); the sync loop takes it.
+    private let dirty: AsyncStream<Void>
+    private let dirtyContinuation: AsyncStream<Void>.Continuation
+
+    init(dynsec: DynsecClient, policy: AccessPolicy, agentUser: String, serviceUsers: [String], store: PairingStore,
+         cache: DeviceCache, logger: AgentLogger) {
+        self.dynsec = dynsec
+        self.policy = policy
+        self.agentUser = agentUser
+        self.serviceUsers = serviceUsers
+        self.store = store
+        self.cache = cache
+        self.logger = logger
+        (dirty, dirtyContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    // MARK: start
+
+    /// Before the agent's main connection: gives the agent's own user its role (a change that disconnects every
+    /// connection of that user, so it must come first), then creates or repairs every other role and client.
+    func prepare() async throws {
+        try await dynsec.connect()
+        try await gate.run {
+            try await self.ensureOwnRole()
+            try await self.reconcile()
+        }
+    }
+
+    private func ensureOwnRole() async throws {
+        try await syncFixedRole(AccessPolicy.agentRole, policy.agentRole)
+        for attempt in 1...3 {
+            let roles = try await clientRoles(agentUser)
+            guard let roles else {
+                throw DynsecError(description: "the broker's dynamic-security plugin has no client '\(agentUser)'"
+                                  + " (initialise it with mosquitto_ctrl dynsec init FILE \(agentUser) PASSWORD)")
+            }
+            if roles.contains(AccessPolicy.agentRole) { return }
+            logger.info("giving the agent's own broker user its role", metadata: [
+                "user": agentUser, "role": AccessPolicy.agentRole, "attempt": "\(attempt)"])
+            // The plugin disconnects this connection before it answers: wait for the drop, then for the reconnect.
+            try await dynsec.send([.addClientRole(username: agentUser, role: AccessPolicy.agentRole)])
+            let dropped = ContinuousClock.now + .seconds(3)
+            while dynsec.isConnected, ContinuousClock.now < dropped { try await Task.sleep(for: .milliseconds(20)) }
+            try await dynsec.waitUntilConnected()
+        }
+        throw DynsecError(description: "could not give the broker user '\(agentUser)' the role '\(AccessPolicy.agentRole)'")
+    }
+
+    /// Roles of the operators' CLI and the services, given to their users when those exist at the broker; then
+    /// every managed role and client.
+    private func reconcile() async throws {
+        try await syncFixedRole(AccessPolicy.cliRole, policy.cliRole)
+        try await syncFixedRole(AccessPolicy.serviceRole, policy.serviceRole)
+        try await attach(AccessPolicy.cliUser, roles: [AccessPolicy.cliRole])
+        for user in serviceUsers {
+            let own = AccessPolicy.serviceReplies(user)
+            try await syncFixedRole(own, policy.serviceRepliesRole(user))
+            try await attach(user, roles: [AccessPolicy.serviceRole, own], pinned: true)
+        }
+        // What the broker has of the managed roles, read afresh: the plugin file may be older than the cache.
+        let existing = try await run([.listRoles]).first?.data?["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        var managed = existing.filter { $0.hasPrefix(AccessPolicy.devicePrefix) || $0.hasPrefix(AccessPolicy.pairingPrefix) }
+        // A cache that knows no provisioned device beside a broker that has device roles is a lost or new cache
+        // file, not a fleet that was removed: its devices' credentials are left alone (and not managed).
+        let deviceRoles = managed.filter { $0.hasPrefix(AccessPolicy.devicePrefix) }
+        if try store.provisioned().isEmpty, !deviceRoles.isEmpty {
+            logger.warning("the cache knows no provisioned device but the broker has device roles: leaving them and "
+                           + "their clients as they are (a lost or new cache file?)", metadata: ["roles": "\(deviceRoles.count)"])
+            managed.removeAll { $0.hasPrefix(AccessPolicy.devicePrefix) }
+        }
+        var current: [String: Set<RoleACL>] = [:]
+        for chunk in managed.chunked(100) {
+            let answers = try await run(chunk.map(DynsecCommand.getRole))
+            for (role, answer) in zip(chunk, answers) { current[role] = Self.acls(answer) ?? [] }
+        }
+        applied.withLock { applied in
+            for (role, acls) in current { applied[role] = acls }
+        }
+        try await syncManaged()
+        try await repairClients()
+    }
+
+    /// Every provisioned device with a client of its own must have its role; a lost client cannot be made again
+    /// (its password is the device's alone), so it is said.
+    private func repairClients() async throws {
+        let owners = try deviceRoleOwners()
+        for chunk in owners.chunked(100) {
+            let answers = try await run(chunk.map(DynsecCommand.getClient))
+            var repairs: [DynsecCommand] = []
+            for (device, answer) in zip(chunk, answers) {
+                guard answer.succeeded else {
+                    logger.warning("a provisioned device has no broker client (the broker's plugin file lost it): "
+                                   + "remove and pair the device again", metadata: ["device": device])
+                    continue
+                }
+                let roles = Self.roleNames(answer)
+                if !roles.contains(AccessPolicy.deviceRole(device)) {
+                    repairs.append(.addClientRole(username: device, role: AccessPolicy.deviceRole(device)))
+                }
+            }
+            if !repairs.isEmpty {
+                logger.info("gave provisioned devices back their broker roles", metadata: ["devices": "\(repairs.count)"])
+                try await runChecked(repairs)
+            }
+        }
+    }
+
+    // MARK: changes
+
+    /// Brings the managed roles in line with the fleet now (after a removal, a pairing, an activation).
+    func sync() async throws {
+        try await gate.run { try await self.syncManaged() }
+    }
+
+    /// Asks for a sync soon (from a watch, which must not wait).
+    func needsSync() {
+        dirtyContinuation.yield()
+    }
+
+    /// Runs the syncs asked for with `needsSync` until cancelled, at most a few a second: a burst of changes (a
+    /// fleet reconnecting, a replacement moving many sub-devices) is taken in by the next one.
+    func runSyncs() async {
+        for await _ in dirty {
+            do {
+                try await sync()
+            } catch {
+                logger.warning("could not bring the broker's access in line with the fleet", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+        }
+    }
+
+    func finish() {
+        dirtyContinuation.finish()
+    }
+
+    /// Creates a pairing's bootstrap client, with any client id (a device may answer-wait and ask on two
+    /// connections; the credentials reach the pairing's two topics only), its role first: the plugin refuses a client with an unknown role).
+    func createBootstrap(_ username: String, password: String) async throws {
+        try await gate.run {
+            try await self.syncManaged()
+            try await self.runChecked([.createClient(username: username, password: password, clientID: nil,
+                                                     roles: [AccessPolicy.pairingRole(username)])])
+        }
+    }
+
+    /// Creates an activated device's own client, pinned to its id as client id (its role is made by the sync
+    /// before). A leftover client of the
+    /// same name is replaced: the device's new password is the one that counts.
+    func createDeviceClient(_ device: String, password: String) async throws {
+        try await gate.run {
+            try await self.syncManaged()
+            _ = try await self.run([.deleteClient(device)])
+            try await self.runChecked([.createClient(username: device, password: password, clientID: device,
+                                                     roles: [AccessPolicy.deviceRole(device)])])
+        }
+    }
+
+    /// Deletes a pairing's bootstrap client; its role goes with the next sync.
+    func deleteBootstrap(_ username: String) async throws {
+        try await gate.run {
+            try await self.runChecked([.deleteClient(username)])
+            try self.store.markCleaned(username)
+            try await self.syncManaged()
+        }
+    }
+
+    /// The ACLs of a managed role as the broker has them after the last change (nil: no such role).
+    func acls(of role: String) -> Set<RoleACL>? {
+        applied.withLock { $0[role] }
+    }
+
+    // MARK: the difference
+
+    /// The managed roles as they should be.
+    private func desired() throws -> [String: Set<RoleACL>] {
+        let provisioned = try store.provisioned().filter { cache.device($0.key) != nil }
+        let open = try store.open()
+        var roles: [String: Set<RoleACL>] = [:]
+        var subDevices: [String: [String]] = [:]
+        for (device, activatedBy) in provisioned where activatedBy != nil {
+            if let gateway = cache.device(device)?.info.gatewayId ?? activatedBy { subDevices[gateway, default: []].append(device) }
+        }
+        for (device, activatedBy) in provisioned where activatedBy == nil {
+            let pairings = open.filter { $0.gatewayId == device }.map(\.username)
+            roles[AccessPolicy.deviceRole(device)] = policy.deviceRole(device, subDevices: subDevices[device] ?? [],
+                                                                       pairings: pairings)
+        }
+        for pairing in open { roles[AccessPolicy.pairingRole(pairing.username)] = policy.pairingTopics(pairing.username) }
+        return roles
+    }
+
+    /// Devices with a client and role of their own (not the sub-devices their gateways speak for).
+    private func deviceRoleOwners() throws -> [String] {
+        try store.provisioned().filter { $0.value == nil && cache.device($0.key) != nil }.map(\.key).sorted()
+    }
+
+    private func syncManaged() async throws {
+        let desired = try desired()
+        let current = applied.withLock { $0 }
+        var commands: [DynsecCommand] = []
+        // Gone first: a removed device's client (it can no longer connect) and role, an ended pairing's role.
+        for role in current.keys.sorted() where desired[role] == nil {
+            if role.hasPrefix(AccessPolicy.devicePrefix) {
+                commands.append(.deleteClient(String(role.dropFirst(AccessPolicy.devicePrefix.count))))
+            } else if role.hasPrefix(AccessPolicy.pairingPrefix) {
+                commands.append(.deleteClient(String(role.dropFirst(AccessPolicy.pairingPrefix.count))))
+            }
+            commands.append(.deleteRole(role))
+        }
+        // Removals before additions, all in one batch: a sub-device's topics leave the faulty gateway's role and
+        // join the new one's in the same change.
+        var additions: [DynsecCommand] = []
+        for (role, acls) in desired.sorted(by: { $0.key < $1.key }) {
+            guard let had = current[role] else {
+                additions.append(.createRole(role))
+                additions += acls.sorted().map { .addRoleACL(role, $0) }
+                continue
+            }
+            let changes = AccessPolicy.changes(role: role, from: had, to: acls)
+            commands += changes.filter { if case .removeRoleACL = $0 { true } else { false } }
+            additions += changes.filter { if case .addRoleACL = $0 { true } else { false } }
+        }
+        commands += additions
+        guard !commands.isEmpty else { return }
+        for chunk in commands.chunked(200) { try await runChecked(chunk) }
+        applied.withLock { applied in
+            for role in applied.keys where desired[role] == nil { applied.removeValue(forKey: role) }
+            for (role, acls) in desired { applied[role] = acls }
+        }
+    }
+
+    /// Creates the role when missing and sets its ACLs to `acls` (role edits do not disconnect anyone).
+    private func syncFixedRole(_ role: String, _ acls: Set<RoleACL>) async throws {
+        let answer = try await run([.getRole(role)])[0]
+        let had = Self.acls(answer)
+        var commands: [DynsecCommand] = had == nil ? [.createRole(role)] : []
+        commands += AccessPolicy.changes(role: role, from: had ?? [], to: acls)
+        try await runChecked(commands)
+    }
+
+    /// Gives an existing client the roles it lacks (nothing when the operator has not made the client); `pinned`
+    /// also ties it to its user name as client id, so that it cannot connect as the agent and take its session.
+    private func attach(_ user: String, roles: [String], pinned: Bool = false) async throws {
+        let answer = try await run([.getClient(user)])[0]
+        guard answer.succeeded else { return }
+        let has = Self.roleNames(answer)
+        var commands: [DynsecCommand] = roles.filter { !has.contains($0) }.map { .addClientRole(username: user, role: $0) }
+        if pinned, answer.data?["client"]?["clientid"]?.stringValue != user {
+            commands.append(.setClientID(username: user, clientID: user))
+        }
+        try await runChecked(commands)
+    }
+
+    private func clientRoles(_ user: String) async throws -> Set<String>? {
+        let answer = try await run([.getClient(user)])[0]
+        return answer.succeeded ? Self.roleNames(answer) : nil
+    }
+
+    private func run(_ commands: [DynsecCommand]) async throws -> [DynsecAnswer] {
+        let answers = try await dynsec.run(commands)
+        guard answers.count == commands.count else {
+            throw DynsecError(description: "the dynamic-security plugin answered \(answers.count) of \(commands.count) commands")
+        }
+        return answers
+    }
+
+    /// Runs commands and throws for a refusal other than "already so" / "already gone".
+    private func runChecked(_ commands: [DynsecCommand]) async throws {
+        guard !commands.isEmpty else { return }
+        for answer in try await run(commands) where !answer.alreadyDone {
+            throw DynsecError(description: "the dynamic-security plugin refused \(answer.command): \(answer.error ?? "")")
+        }
+    }
+
+    private static func acls(_ answer: DynsecAnswer) -> Set<RoleACL>? {
+        guard answer.succeeded, let list = answer.data?["role"]?["acls"]?.arrayValue else { return nil }
+        return Set(list.compactMap { acl in
+            guard let type = acl["acltype"]?.stringValue, let topic = acl["topic"]?.stringValue else { return nil }
+            return RoleACL(type: type, topic: topic, allow: acl["allow"]?.boolValue ?? false,
+                           priority: Int(acl["priority"]?.int64Value ?? 0))
+        })
+    }
+
+    private static func roleNames(_ answer: DynsecAnswer) -> Set<String> {
+        Set(answer.data?["client"]?["roles"]?.arrayValue?.compactMap { $0["rolename"]?.stringValue } ?? [])
+    }
+}
+
+/// Runs async bodies one at a time, in the order they arrive.
+actor SerialGate {
+    private var tail: Task<Void, Never>?
+
+    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let previous = tail
+        let task = Task {
+            await previous?.value
+            return try await body()
+        }
+        tail = Task { _ = try? await task.value }
+        return try await task.value
+    }
+}
+
+extension Array {
+    func chunked(_ size: Int) -> [[Element]] {
+        stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
+    }
+}

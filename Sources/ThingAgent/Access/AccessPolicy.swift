@@ -1,0 +1,125 @@
+/// One ACL of a dynamic-security role.
+struct RoleACL: Hashable, Sendable, Comparable {
+    /// `publishClientSend`, `publishClientReceive`, `subscribePattern`.
+    let type: String
+    let topic: String
+    var allow = true
+    /// Higher is checked first: a deny above the allows it carves out of.
+    var priority = 0
+
+    static func send(_ topic: String) -> RoleACL { RoleACL(type: "publishClientSend", topic: topic) }
+    static func subscribe(_ topic: String) -> RoleACL { RoleACL(type: "subscribePattern", topic: topic) }
+    static func denyReceive(_ topic: String) -> RoleACL {
+        RoleACL(type: "publishClientReceive", topic: topic, allow: false, priority: 10)
+    }
+    static func denySend(_ topic: String) -> RoleACL {
+        RoleACL(type: "publishClientSend", topic: topic, allow: false, priority: 10)
+    }
+
+    static func < (lhs: RoleACL, rhs: RoleACL) -> Bool { (lhs.type, lhs.topic) < (rhs.type, rhs.topic) }
+}
+
+/// Who may do what at the broker when provisioning is on: the roles computed from the fleet. Pure: the access
+/// manager sends what differs from the broker's. Every topic is literal or uses `+` for any device: the plugin
+/// substitutes neither `%u` nor `%c` (mosquitto 2.0.11), so each device gets a role naming its own id.
+struct AccessPolicy: Sendable {
+    let topics: Topics
+    /// The agent's client id (its API lives under `thing-agent/api/<clientId>/`).
+    let agentClientID: String
+    let eventsTopic: String
+    let replyPrefix: String
+
+    static let agentRole = "thing-agent"
+    static let cliRole = "thing-agent-cli"
+    static let cliUser = "thing-agent-cli"
+    static let serviceRole = "thing-agent-service"
+    static let devicePrefix = "device-"
+    static let pairingPrefix = "pairing-"
+
+    static func deviceRole(_ device: String) -> String { devicePrefix + device }
+    static func pairingRole(_ username: String) -> String { pairingPrefix + username }
+    /// A service's own role: its replies, under its user name.
+    static func serviceReplies(_ user: String) -> String { "service-" + user }
+
+    private var root: String { topics.root }
+
+    /// What a device publishes (reports, answers) and reads (the requests addressed to it), for its id alone.
+    func deviceTopics(_ device: String) -> Set<RoleACL> {
+        var acls: Set<RoleACL> = [
+            .send(topics.properties(device)), .send(topics.status(device)), .send(topics.signal(device)),
+            .send(topics.info(device)), .send(topics.transferStatus(device)), .send(topics.otaProgress(device)),
+            .subscribe(topics.unbind(device)),
+        ]
+        for kind in RequestKind.allCases {
+            acls.insert(.send(topics.response(kind, device: device)))
+            acls.insert(.subscribe(topics.request(kind, device: device)))
+        }
+        return acls
+    }
+
+    /// A pairing's two topics: the request its holder publishes, the answer it reads.
+    func pairingTopics(_ username: String) -> Set<RoleACL> {
+        [.send(topics.activate(username)), .subscribe(topics.activateResponse(username))]
+    }
+
+    /// A device's role: its own topics, a gateway's sub-devices' too, and the pairings it activates sub-devices with.
+    func deviceRole(_ device: String, subDevices: [String], pairings: [String]) -> Set<RoleACL> {
+        var acls = deviceTopics(device)
+        for sub in subDevices { acls.formUnion(deviceTopics(sub)) }
+        for pairing in pairings { acls.formUnion(pairingTopics(pairing)) }
+        return acls
+    }
+
+    /// Requests, removals and the clearing of retained topics, which the agent and the operators' CLI send.
+    private var requestTopics: Set<RoleACL> {
+        var acls: Set<RoleACL> = [
+            .send("\(root)/+/thing/status"), .send("\(root)/+/thing/info"), .send("\(root)/+/thing/unbind"),
+        ]
+        for kind in RequestKind.allCases { acls.insert(.send("\(root)/+/thing/\(kind.rawValue)")) }
+        return acls
+    }
+
+    /// The agent's own user: the `admin` role of `dynsec init` lets it read everything and administer the plugin;
+    /// this one lets it publish what it publishes.
+    var agentRole: Set<RoleACL> {
+        var acls = requestTopics
+        acls.formUnion([
+            .send("\(root)/+/thing/activate_response"), .send("thing-agent/#"), .send(eventsTopic + "/#"),
+            .send(replyPrefix + "#"), .subscribe("\(root)/+/thing/#"), .subscribe("thing-agent/#"),
+        ])
+        return acls
+    }
+
+    /// The operators' CLI: follows every device, sends requests and removals, asks the daemon's API; never reads
+    /// an activation (its token) or its answer (a device's credentials).
+    var cliRole: Set<RoleACL> {
+        var acls = requestTopics
+        acls.formUnion([
+            .subscribe("\(root)/+/thing/#"), .subscribe("thing-agent/agents/+/status"),
+            .subscribe(replyPrefix + Self.cliUser + "/#"), .send("thing-agent/api/\(agentClientID)/request/#"),
+            .denyReceive("\(root)/+/thing/activate"), .denyReceive("\(root)/+/thing/activate_response"),
+        ])
+        return acls
+    }
+
+    /// Every service: the event feed, the agent's announcement, the API but its `ota` method (an upgrade names
+    /// any image; starting one is the operators' call).
+    var serviceRole: Set<RoleACL> {
+        let api = "thing-agent/api/\(agentClientID)/request/"
+        return [
+            .subscribe(eventsTopic + "/#"), .subscribe("thing-agent/agents/+/status"), .send(api + "#"),
+            .denySend(api + "ota"),
+        ]
+    }
+
+    func serviceRepliesRole(_ user: String) -> Set<RoleACL> {
+        [.subscribe(replyPrefix + user + "/#")]
+    }
+
+    /// The commands that turn `current` into `desired` for `role`; removals first, so a topic moving from one
+    /// role to another is never allowed twice by one role's change and denied by the other's.
+    static func changes(role: String, from current: Set<RoleACL>, to desired: Set<RoleACL>) -> [DynsecCommand] {
+        current.subtracting(desired).sorted().map { .removeRoleACL(role, $0) }
+            + desired.subtracting(current).sorted().map { .addRoleACL(role, $0) }
+    }
+}

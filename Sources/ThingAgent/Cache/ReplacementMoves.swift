@@ -1,0 +1,125 @@
+import JSON
+import SQLite
+
+/// The local tables' part of a gateway replacement (README, "Gateway replacement"): run by the cache writer in the
+/// transaction that writes the re-linked sub-devices, so that the file never shows one without the other.
+///
+/// Running it again for the same replacement (a journal replay of the `finish` report) changes nothing: the faulty
+/// gateway is named nowhere any more, and the record's key is the pair and the finish's time.
+enum ReplacementMoves {
+    static func move(from old: String, to new: String, time: Millis, now: Millis,
+                     in db: Database) throws -> GatewayReplacement {
+        // A replay: the first run moved everything, and its record says what.
+        if let recorded = try replacement(old: old, new: new, time: time, db) { return recorded }
+        var moved = GatewayReplacement(old: old, new: new, time: time, recordedAt: now)
+        moved.groups = try moveGroups(old, new, db)
+        moved.scenes = try moveScenes(old, new, now, db)
+        moved.links = try moveLinks(old, new, db)
+        moved.fields = try moveMetadata(old, new, now, db)
+        try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(old)])
+        try db.run("DELETE FROM offline_alerts WHERE dev_id = ?", [.text(old)])
+        try db.run("""
+            INSERT INTO gateway_replacements (old_id, new_id, time, moved, recorded_at) VALUES (?, ?, ?, ?, ?)
+            """, [.text(old), .text(new), .integer(time), .text(JSONValue.object(moved.moved).serialized()),
+                  .integer(now)])
+        return moved
+    }
+
+    /// The new gateway takes the old one's place once in each group: where it is a member already, the old
+    /// membership just goes.
+    private static func moveGroups(_ old: String, _ new: String, _ db: Database) throws -> [String] {
+        let names = try db.query("""
+            SELECT g.name AS name FROM device_groups g JOIN group_members m ON m.group_id = g.group_id
+            WHERE m.dev_id = ? ORDER BY g.name
+            """, [.text(old)]).compactMap { $0.string("name") }
+        try db.run("UPDATE OR IGNORE group_members SET dev_id = ? WHERE dev_id = ?", [.text(new), .text(old)])
+        try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(old)])
+        return names
+    }
+
+    /// Every scene action for the old gateway now sets the new one (same product, so the same codes).
+    private static func moveScenes(_ old: String, _ new: String, _ now: Millis, _ db: Database) throws -> [String] {
+        var names: [String] = []
+        for row in try db.query("SELECT name, actions FROM scenes ORDER BY name") {
+            guard let name = row.string("name"), let text = row.string("actions"),
+                  let actions = (try? JSONParser.parse(text))?.arrayValue else { continue }
+            var changed = false
+            let rewritten = actions.map { action -> JSONValue in
+                guard var object = action.objectValue, object["device"]?.stringValue == old else { return action }
+                object["device"] = .string(new)
+                changed = true
+                return .object(object)
+            }
+            guard changed else { continue }
+            try db.run("UPDATE scenes SET actions = ?, updated_at = ? WHERE name = ?",
+                       [.text(JSONValue.array(rewritten).serialized()), .integer(now), .text(name)])
+            names.append(name)
+        }
+        return names
+    }
+
+    /// Each link member on the old gateway moves to the new one (once: a member it already is stays as it is).
+    private static func moveLinks(_ old: String, _ new: String, _ db: Database) throws -> [String] {
+        let names = try db.query("SELECT DISTINCT link FROM link_members WHERE dev_id = ? ORDER BY link",
+                                 [.text(old)]).compactMap { $0.string("link") }
+        try db.run("UPDATE OR IGNORE link_members SET dev_id = ? WHERE dev_id = ?", [.text(new), .text(old)])
+        try db.run("DELETE FROM link_members WHERE dev_id = ?", [.text(old)])
+        return names
+    }
+
+    /// Name, room and icon move field by field where the new gateway has none set locally; the old gateway's
+    /// local row goes either way.
+    private static func moveMetadata(_ old: String, _ new: String, _ now: Millis, _ db: Database) throws -> [String] {
+        guard let from = try db.query("SELECT name, room, icon FROM device_meta WHERE dev_id = ?", [.text(old)]).first
+        else { return [] }
+        let to = try db.query("SELECT name, room, icon FROM device_meta WHERE dev_id = ?", [.text(new)]).first
+        var fields: [String] = []
+        var values: [String: SQLiteValue] = [:]
+        for field in ["name", "room", "icon"] {
+            let mine = to?.string(field)
+            if mine == nil, let theirs = from.string(field) {
+                fields.append(field)
+                values[field] = .text(theirs)
+            } else {
+                values[field] = mine.map(SQLiteValue.text) ?? .null
+            }
+        }
+        if !fields.isEmpty {
+            try db.run("""
+                INSERT INTO device_meta (dev_id, name, room, icon, updated_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(dev_id) DO UPDATE SET name = excluded.name, room = excluded.room, icon = excluded.icon,
+                updated_at = excluded.updated_at
+                """, [.text(new), values["name"]!, values["room"]!, values["icon"]!, .integer(now)])
+        }
+        try db.run("DELETE FROM device_meta WHERE dev_id = ?", [.text(old)])
+        return fields
+    }
+
+    /// The recorded replacements, latest first (all, or those of one gateway, old or new).
+    static func replacements(involving gateway: String? = nil, in db: Database) throws -> [GatewayReplacement] {
+        let rows = try db.query("""
+            SELECT old_id, new_id, time, moved, recorded_at FROM gateway_replacements
+            \(gateway == nil ? "" : "WHERE old_id = ?1 OR new_id = ?1") ORDER BY recorded_at DESC, time DESC
+            """, gateway.map { [.text($0)] } ?? [])
+        return rows.compactMap(parse)
+    }
+
+    static func replacement(old: String, new: String, time: Millis, _ db: Database) throws -> GatewayReplacement? {
+        try db.query("""
+            SELECT old_id, new_id, time, moved, recorded_at FROM gateway_replacements
+            WHERE old_id = ? AND new_id = ? AND time = ?
+            """, [.text(old), .text(new), .integer(time)]).first.flatMap(parse)
+    }
+
+    private static func parse(_ row: Row) -> GatewayReplacement? {
+        guard let old = row.string("old_id"), let new = row.string("new_id"), let time = row.int("time") else {
+            return nil
+        }
+        var object = (row.string("moved").flatMap { try? JSONParser.parse($0) })?.objectValue ?? JSONObject()
+        object["old"] = .string(old)
+        object["new"] = .string(new)
+        object["time"] = .integer(time)
+        object["recordedAt"] = .integer(row.int("recorded_at") ?? 0)
+        return GatewayReplacement(json: .object(object))
+    }
+}

@@ -1,0 +1,304 @@
+import JSON
+import MQTT
+import Synchronization
+
+/// A pairing just made, and how it ends: with the activated device, or an error (expired, revoked), by callback
+/// (`onResult`), by `result(timeout:)`, or as a one-element `AsyncSequence` (`results`).
+public struct PairingSession: Sendable {
+    /// The token, the bootstrap credentials and the pairing as kept.
+    public let made: NewPairing
+    let provisioning: Provisioning
+
+    /// Waits for the pairing to end; `timeout` (default: until its expiry) ends the wait with `.timeout`.
+    public func result(timeout: Duration? = nil) async -> Result<DeviceInfo, PairingError> {
+        let ttl = Duration.milliseconds(max(0, made.pairing.expiresAt - Timestamp.now()) + 5000)
+        let box = ResultBox()
+        return await withTimeout(timeout ?? ttl) {
+            await withCheckedContinuation { continuation in
+                box.set(continuation)
+                provisioning.wait(for: made.pairing.username) { box.resume($0) }
+                // It may have ended before the wait began.
+                if let ended = provisioning.outcome(of: made.pairing.username) { box.resume(ended) }
+            }
+        } expire: {
+            box.resume(.failure(.timeout))
+        }
+    }
+
+    /// Calls `body` once, when the pairing ends (or `timeout` passes).
+    public func onResult(timeout: Duration? = nil,
+                         _ body: @escaping @Sendable (Result<DeviceInfo, PairingError>) -> Void) {
+        Task { body(await result(timeout: timeout)) }
+    }
+
+    /// The pairing's end as a sequence of one element.
+    public func results(timeout: Duration? = nil) -> AsyncStream<Result<DeviceInfo, PairingError>> {
+        AsyncStream { continuation in
+            onResult(timeout: timeout) { result in
+                continuation.yield(result)
+                continuation.finish()
+            }
+        }
+    }
+}
+
+/// One continuation, resumed at most once (the end or the timeout, whichever comes first).
+private final class ResultBox: Sendable {
+    private let state = Mutex<(CheckedContinuation<Result<DeviceInfo, PairingError>, Never>?, Result<DeviceInfo, PairingError>?)>((nil, nil))
+
+    func set(_ continuation: CheckedContinuation<Result<DeviceInfo, PairingError>, Never>) {
+        let early = state.withLock { state -> Result<DeviceInfo, PairingError>? in
+            if let result = state.1 { return result }
+            state.0 = continuation
+            return nil
+        }
+        if let early { continuation.resume(returning: early) }
+    }
+
+    func resume(_ result: Result<DeviceInfo, PairingError>) {
+        let continuation = state.withLock { state -> CheckedContinuation<Result<DeviceInfo, PairingError>, Never>? in
+            guard state.1 == nil else { return nil }
+            state.1 = result
+            defer { state.0 = nil }
+            return state.0
+        }
+        continuation?.resume(returning: result)
+    }
+}
+
+extension Agent {
+    /// The activation counters; nil unless provisioning is on.
+    public var provisioningCounters: ProvisioningCounters? { provisioning?.counters }
+
+    func requireProvisioning() throws -> Provisioning {
+        guard let provisioning else {
+            throw ProvisioningError(.unavailable, "provisioning is off (config \"provisioning\": true, THING_AGENT_PROVISIONING)")
+        }
+        return provisioning
+    }
+
+    /// Makes a pairing: a token valid for `ttl`, for one device (of `productId` when given, in `spaceId`; a
+    /// sub-device of `gatewayId` when given), and bootstrap broker credentials that reach only its activation topics.
+    public func pair(spaceId: Int64? = nil, gatewayId: String? = nil, productId: String? = nil,
+                     ttl: Duration = .seconds(600)) async throws -> PairingSession {
+        let provisioning = try requireProvisioning()
+        if let gatewayId {
+            guard DeviceID.isValid(gatewayId) else { throw ProvisioningError(.invalid, "'\(gatewayId)' is not a device id") }
+            guard (try provisioning.store.provisioned())[gatewayId] == .some(nil), cache.device(gatewayId) != nil else {
+                throw ProvisioningError(.notFound, "the gateway \(gatewayId) is not an activated device with broker access of its own")
+            }
+        }
+        let now = Timestamp.now()
+        let pairing = Pairing(username: Secrets.bootstrapUsername(), spaceId: spaceId, gatewayId: gatewayId,
+                              productId: productId, createdAt: now,
+                              expiresAt: now + Millis(ttl.seconds * 1000), state: .pending)
+        let made = NewPairing(pairing: pairing, token: Secrets.token(), password: Secrets.password())
+        try provisioning.store.insert(pairing, tokenHash: Secrets.hash(made.token))
+        do {
+            try await provisioning.access.createBootstrap(pairing.username, password: made.password)
+        } catch {
+            _ = try? provisioning.store.revoke(tokenHash: Secrets.hash(made.token), now: now)
+            throw ProvisioningError(.unavailable, "could not create the pairing's broker credentials: \(error)")
+        }
+        logger.info("made a pairing", metadata: [
+            "pairing": pairing.username, "expiresAt": "\(pairing.expiresAt)", "gateway": gatewayId ?? "-"])
+        return PairingSession(made: made, provisioning: provisioning)
+    }
+
+    /// Revokes a pending pairing by its token; its bootstrap credentials go at once.
+    @discardableResult
+    public func revokePairing(token: String) async throws -> Pairing {
+        let provisioning = try requireProvisioning()
+        guard let (pairing, revoked) = try provisioning.store.revoke(tokenHash: Secrets.hash(token), now: Timestamp.now()) else {
+            throw ProvisioningError(.notFound, "no pairing has this token")
+        }
+        guard revoked else {
+            throw ProvisioningError(.ended, "the pairing \(pairing.username) already ended (\(pairing.state.rawValue))")
+        }
+        provisioning.ended(pairing.username, .failure(.revoked))
+        await provisioning.cleanUp(now: Timestamp.now())
+        return pairing
+    }
+
+    /// Every pairing, newest first.
+    public func pairings() throws -> [Pairing] {
+        try requireProvisioning().store.all()
+    }
+
+    // MARK: the daemon's side
+
+    /// Answers activation requests until the queue ends.
+    func serveActivations(_ provisioning: Provisioning) async {
+        for await message in provisioning.stream {
+            await activate(message, provisioning)
+        }
+    }
+
+    /// Ends expired pairings and deletes ended pairings' bootstrap credentials, every second, until cancelled.
+    func runPairingCleanup(_ provisioning: Provisioning) async {
+        while !Task.isCancelled {
+            await provisioning.cleanUp(now: Timestamp.now())
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+
+    private func activate(_ message: MQTTMessage, _ provisioning: Provisioning) async {
+        guard let user = topics.activationUser(message.topic) else { return }
+        // A retained request is an act of the past that the broker replays at every subscribe: never honoured.
+        let request = message.payload.count <= PayloadDecoder.maxPayloadBytes
+            ? (try? JSONParser.parse(message.payload, maxDepth: PayloadDecoder.maxDepth))?.objectValue : nil
+        let msgId = request?["msgId"]?.stringValue ?? ""
+        let now = Timestamp.now()
+        var answer = JSONObject([("msgId", .string(msgId)), ("time", .integer(now))])
+        do {
+            if message.retain { throw ActivationRefusal.badData("a retained activation is never honoured") }
+            let (device, credentials) = try await bind(request, user: user, provisioning, now: now)
+            answer["code"] = .integer(0)
+            answer["data"] = .object(credentials)
+            try? await client.publish(topics.activateResponse(user), payload: JSONValue.object(answer).serializedBytes(),
+                                      qos: .atLeastOnce)
+            provisioning.counters.activations.add(1, ordering: .relaxed)
+            events.publish([.activated(deviceId: device.devId, pairing: user, gatewayId: device.gatewayId)])
+            provisioning.ended(user, .success(cache.device(device.devId)?.info ?? device))
+            logger.info("device activated", metadata: [
+                "device": device.devId, "pairing": user, "gateway": device.gatewayId ?? "-"])
+        } catch {
+            let refusal = error as? ActivationRefusal ?? ActivationRefusal(code: 1, reason: "\(error)")
+            provisioning.refused(refusal, pairing: user, now: now)
+            answer["code"] = .integer(Int64(refusal.code))
+            answer["message"] = .string(refusal.reason)
+            try? await client.publish(topics.activateResponse(user), payload: JSONValue.object(answer).serializedBytes(),
+                                      qos: .atLeastOnce)
+        }
+    }
+
+    /// Checks the request against its pairing, binds the device and gives it broker access; returns the device
+    /// and the answer's `data`. A sub-device's grant is at the broker before this returns (its gateway publishes
+    /// for it as soon as it reads the answer).
+    private func bind(_ request: JSONObject?, user: String, _ provisioning: Provisioning,
+                      now: Millis) async throws -> (DeviceInfo, JSONObject) {
+        guard let request, let data = request["data"]?.objectValue else {
+            throw ActivationRefusal.badData("not a JSON object (of at most 256 KiB) with a 'data' object")
+        }
+        guard let token = data["token"]?.stringValue else { throw ActivationRefusal.badData("no 'token'") }
+        guard let pairing = try provisioning.store.pairing(tokenHash: Secrets.hash(token)), pairing.username == user else {
+            throw ActivationRefusal.unknown
+        }
+        switch pairing.state(at: now) {
+        case .pending: break
+        case .used: throw ActivationRefusal.used
+        case .expired, .revoked: throw ActivationRefusal.expired
+        }
+        guard let id = data["devId"]?.stringValue, DeviceID.isValid(id) else {
+            throw ActivationRefusal.badData("'devId' must be a device id")
+        }
+        if let product = pairing.productId, data["productId"]?.stringValue != product {
+            throw ActivationRefusal.badData("the pairing is for the product \(product)")
+        }
+        if let gateway = pairing.gatewayId {
+            guard data["gatewayId"]?.stringValue == gateway, data["category"]?.stringValue == "subdevice" else {
+                throw ActivationRefusal.badData("the pairing is for a sub-device of \(gateway) (category subdevice, gatewayId \(gateway))")
+            }
+        }
+        guard cache.device(id) == nil, id != user else { throw ActivationRefusal.bound }
+        guard try provisioning.store.claim(user, device: id, gateway: pairing.gatewayId, now: now) else {
+            throw ActivationRefusal.used
+        }
+        // The device's info from the request, its space from the pairing, through the receive path (journaled,
+        // cached, heard) as if the device had reported it.
+        var info = data
+        info.removeValue(forKey: "token")
+        info["devId"] = .string(id)
+        if let space = pairing.spaceId { info["spaceId"] = .integer(space) }
+        let report = JSONObject([("time", .integer(now)), ("data", .object(info))])
+        receive(MQTTMessage(topic: topics.info(id), payload: JSONValue.object(report).serializedBytes(), qos: .atLeastOnce))
+        guard let device = cache.device(id)?.info else {
+            try provisioning.store.forget(id)
+            throw ActivationRefusal.badData("the device information in 'data' does not read as an info report")
+        }
+        if pairing.gatewayId != nil {
+            try await provisioning.access.sync()
+            return (device, JSONObject([("devId", .string(id))]))
+        }
+        let password = Secrets.password()
+        try await provisioning.access.createDeviceClient(id, password: password)
+        return (device, JSONObject([("username", .string(id)), ("password", .string(password)), ("clientId", .string(id))]))
+    }
+}
+
+extension Agent {
+    /// The daemon's provisioning over the cache file and an administration connection of the agent's own user.
+    static func makeProvisioning(_ configuration: AgentConfiguration, cache: DeviceCache,
+                                 logger: AgentLogger) throws -> Provisioning {
+        guard let user = configuration.username else {
+            throw AgentConfiguration.Error(message: "provisioning needs the agent's broker user (username), the "
+                                           + "dynamic-security plugin's admin")
+        }
+        var mqtt = configuration.mqtt(clientID: configuration.clientID + "-access")
+        mqtt.cleanSession = true
+        let dynsec = try DynsecClient(configuration: mqtt, timeout: max(configuration.requestTimeout, .seconds(10)))
+        let policy = AccessPolicy(topics: configuration.topics, agentClientID: configuration.clientID,
+                                  eventsTopic: configuration.eventsTopic, replyPrefix: configuration.replyPrefix)
+        let store = try PairingStore(path: configuration.database)
+        let access = AccessManager(dynsec: dynsec, policy: policy, agentUser: user,
+                                   serviceUsers: configuration.serviceUsers, store: store, cache: cache, logger: logger)
+        return Provisioning(store: store, access: access, topics: configuration.topics, logger: logger)
+    }
+}
+
+/// Tells the access manager of what changes who may speak for whom: a removal (the device's broker access goes),
+/// a finished transfer and a sub-device's info (its gateway may have changed). Called on the receive path: it
+/// only asks for a sync, which the access manager runs (and paces) on its own task.
+struct AccessWatch: CacheWatch {
+    let provisioning: Provisioning
+
+    func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
+        let finished = changes.transfer?.status == .finish
+        if finished || (changes.info && provisioning.access.cache.device(device)?.info.category == .subdevice) {
+            provisioning.access.needsSync()
+        }
+    }
+
+    func removed(_ device: String) {
+        try? provisioning.store.forget(device)
+        provisioning.access.needsSync()
+    }
+}
+
+extension Agent {
+    /// The API's `pair` (`spaceId`, `gatewayId`, `productId`, `ttl` seconds; answers `NewPairing.json`),
+    /// `pairRevoke` (`token`) and `pairings` (every pairing).
+    func apiPairing(_ method: String, _ request: JSONObject) async throws -> JSONValue {
+        do {
+            return try await pairingResult(method, request)
+        } catch let error as ProvisioningError {
+            throw APIError(error.kind.rawValue, error.message)
+        }
+    }
+
+    private func pairingResult(_ method: String, _ request: JSONObject) async throws -> JSONValue {
+        switch method {
+        case "pair":
+            func optionalText(_ key: String) throws -> String? {
+                guard let value = request[key], !value.isNull else { return nil }
+                guard let text = value.stringValue, !text.isEmpty else { throw APIError(400, "'\(key)' must be a string") }
+                return text
+            }
+            var spaceId: Int64?
+            if let value = request["spaceId"], !value.isNull {
+                guard let id = value.int64Value else { throw APIError(400, "'spaceId' must be a whole number") }
+                spaceId = id
+            }
+            let ttl = try Self.timeout(request["ttl"]) ?? .seconds(600)
+            let session = try await pair(spaceId: spaceId, gatewayId: try optionalText("gatewayId"),
+                                         productId: try optionalText("productId"), ttl: ttl)
+            return .object(session.made.json)
+        case "pairRevoke":
+            guard let token = request["token"]?.stringValue else { throw APIError(400, "'token' is missing") }
+            return .object(try await revokePairing(token: token).json(now: Timestamp.now()))
+        default:
+            let now = Timestamp.now()
+            return .array(try pairings().map { .object($0.json(now: now)) })
+        }
+    }
+}

@@ -1,0 +1,163 @@
+import SQLite
+import Synchronization
+
+/// Pairings and the devices they activated, in the cache file's tables of migration 7. Every read goes to SQLite
+/// (pairings are few and rare), so `pair list` in another process sees what the daemon wrote.
+public final class PairingStore: Sendable {
+    private let database: Mutex<Database>
+
+    /// Its own connection to the cache file; `readOnly` for `pair list` (no migration).
+    public init(path: String, readOnly: Bool = false) throws {
+        self.database = Mutex(try CacheSchema.open(path, readOnly: readOnly))
+    }
+
+    private func withDatabase<T: Sendable>(_ body: @Sendable (Database) throws -> T) throws -> T {
+        try database.withLock { database throws -> T in try body(database) }
+    }
+
+    private static let columns = """
+        username, space_id, gateway_id, product_id, created_at, expires_at, state, dev_id, ended_at
+        """
+
+    private static func pairing(_ row: Row) -> Pairing? {
+        guard let username = row.string("username"), let created = row.int("created_at"),
+              let expires = row.int("expires_at"),
+              let state = row.string("state").flatMap(Pairing.State.init(rawValue:)) else { return nil }
+        return Pairing(username: username, spaceId: row.int("space_id"), gatewayId: row.string("gateway_id"),
+                       productId: row.string("product_id"), createdAt: created, expiresAt: expires, state: state,
+                       deviceId: row.string("dev_id"), endedAt: row.int("ended_at"))
+    }
+
+    private static func text(_ value: String?) -> SQLiteValue { value.map(SQLiteValue.text) ?? .null }
+
+    func insert(_ pairing: Pairing, tokenHash: String) throws {
+        try withDatabase { db in
+            try db.run("""
+                INSERT INTO pairings (username, token_hash, space_id, gateway_id, product_id, created_at, expires_at,
+                    state) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')
+                """, [.text(pairing.username), .text(tokenHash), pairing.spaceId.map(SQLiteValue.integer) ?? .null,
+                      Self.text(pairing.gatewayId), Self.text(pairing.productId), .integer(pairing.createdAt),
+                      .integer(pairing.expiresAt)])
+        }
+    }
+
+    /// Every pairing, newest first (none in a file a build before pairings wrote, read without migrating).
+    public func all() throws -> [Pairing] {
+        try withDatabase { db in
+            guard try db.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pairings'") != nil else {
+                return []
+            }
+            return try db.query("SELECT \(Self.columns) FROM pairings ORDER BY created_at DESC, username")
+                .compactMap(Self.pairing)
+        }
+    }
+
+    func pairing(tokenHash: String) throws -> Pairing? {
+        try withDatabase { db in
+            try db.query("SELECT \(Self.columns) FROM pairings WHERE token_hash = ?", [.text(tokenHash)])
+                .first.flatMap(Self.pairing)
+        }
+    }
+
+    func pairing(username: String) throws -> Pairing? {
+        try withDatabase { db in
+            try db.query("SELECT \(Self.columns) FROM pairings WHERE username = ?", [.text(username)])
+                .first.flatMap(Self.pairing)
+        }
+    }
+
+    /// Ends a pending, unexpired pairing as used by `device` and records the device as provisioned, in one
+    /// transaction: of two activations racing for one token, exactly one gets true.
+    func claim(_ username: String, device: String, gateway: String?, now: Millis) throws -> Bool {
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                try db.run("""
+                    UPDATE pairings SET state = 'used', dev_id = ?, ended_at = ?
+                    WHERE username = ? AND state = 'pending' AND expires_at > ?
+                    """, [.text(device), .integer(now), .text(username), .integer(now)])
+                guard db.changes == 1 else { return false }
+                try db.run("""
+                    INSERT INTO provisioned_devices (dev_id, gateway_id, pairing, activated_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(dev_id) DO UPDATE SET gateway_id = excluded.gateway_id, pairing = excluded.pairing,
+                        activated_at = excluded.activated_at
+                    """, [.text(device), Self.text(gateway), .text(username), .integer(now)])
+                return true
+            }
+        }
+    }
+
+    /// Ends a pending pairing as revoked; nil when no pairing has this token, `revoked` false when it had already
+    /// ended.
+    func revoke(tokenHash: String, now: Millis) throws -> (pairing: Pairing, revoked: Bool)? {
+        try withDatabase { db in
+            try db.run("""
+                UPDATE pairings SET state = 'revoked', ended_at = ? WHERE token_hash = ? AND state = 'pending'
+                """, [.integer(now), .text(tokenHash)])
+            let revoked = db.changes == 1
+            return try db.query("SELECT \(Self.columns) FROM pairings WHERE token_hash = ?", [.text(tokenHash)])
+                .first.flatMap(Self.pairing).map { ($0, revoked) }
+        }
+    }
+
+    /// Marks the pending pairings whose time ran out as expired, and returns them.
+    func expireDue(now: Millis) throws -> [Pairing] {
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                let due = try db.query("""
+                    SELECT \(Self.columns) FROM pairings WHERE state = 'pending' AND expires_at <= ?
+                    """, [.integer(now)]).compactMap(Self.pairing)
+                try db.run("""
+                    UPDATE pairings SET state = 'expired', ended_at = expires_at
+                    WHERE state = 'pending' AND expires_at <= ?
+                    """, [.integer(now)])
+                return due
+            }
+        }
+    }
+
+    /// Ended pairings whose bootstrap credentials may still be at the broker.
+    func uncleaned() throws -> [Pairing] {
+        try withDatabase { db in
+            try db.query("SELECT \(Self.columns) FROM pairings WHERE state != 'pending' AND cleaned = 0")
+                .compactMap(Self.pairing)
+        }
+    }
+
+    func markCleaned(_ username: String) throws {
+        try withDatabase { db in
+            try db.run("UPDATE pairings SET cleaned = 1 WHERE username = ?", [.text(username)])
+        }
+    }
+
+    /// The pending pairings (unexpired at `now`).
+    func pending(now: Millis) throws -> [Pairing] {
+        try withDatabase { db in
+            try db.query("SELECT \(Self.columns) FROM pairings WHERE state = 'pending' AND expires_at > ?",
+                         [.integer(now)]).compactMap(Self.pairing)
+        }
+    }
+
+    /// The pairings whose broker credentials may still exist: pending ones, and ended ones not cleaned up yet.
+    func open() throws -> [Pairing] {
+        try withDatabase { db in
+            try db.query("SELECT \(Self.columns) FROM pairings WHERE cleaned = 0").compactMap(Self.pairing)
+        }
+    }
+
+    /// The provisioned devices, each with the gateway that activated it (sub-devices).
+    func provisioned() throws -> [String: String?] {
+        try withDatabase { db in
+            var devices: [String: String?] = [:]
+            for row in try db.query("SELECT dev_id, gateway_id FROM provisioned_devices") {
+                if let id = row.string("dev_id") { devices[id] = .some(row.string("gateway_id")) }
+            }
+            return devices
+        }
+    }
+
+    func forget(_ device: String) throws {
+        try withDatabase { db in
+            try db.run("DELETE FROM provisioned_devices WHERE dev_id = ?", [.text(device)])
+        }
+    }
+}

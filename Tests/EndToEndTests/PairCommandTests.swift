@@ -1,0 +1,182 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+/// `thing-agent pair` against the daemon with provisioning on and mosquitto with the dynamic-security plugin,
+/// the device played by mosquitto_sub and mosquitto_pub as the README's steps do.
+@Suite("Pairing commands", .serialized)
+struct PairCommandTests {
+    static let agentPassword = "agent-secret"
+    static let cliPassword = "cli-secret"
+
+    /// `mosquitto_ctrl dynsec ...` as the plugin's admin, as an operator runs it.
+    static func ctrl(_ broker: MosquittoBroker, _ arguments: [String]) async throws {
+        let result = try await runCommand("/usr/bin/mosquitto_ctrl", [
+            "-h", "127.0.0.1", "-p", "\(broker.port)", "-u", "thing-agent", "-P", agentPassword, "dynsec",
+        ] + arguments)
+        guard result.status == 0 else { throw TestSupportError("mosquitto_ctrl \(arguments) failed: \(result.stderr)") }
+    }
+
+    /// A broker with the plugin (its admin the agent's user) and the daemon provisioning on it, for `body`.
+    static func withProvisionedDaemon(_ body: (MosquittoBroker, AgentHarness) async throws -> Void) async throws {
+        var options = MosquittoBroker.Options()
+        options.dynamicSecurity = ("thing-agent", agentPassword)
+        try await withBroker(options) { broker in try await body(broker, try await provisionedDaemon(broker)) }
+    }
+
+    static func provisionedDaemon(_ broker: MosquittoBroker) async throws -> AgentHarness {
+        try await ctrl(broker, ["createClient", "thing-agent-cli", "-p", cliPassword])
+        let harness = try AgentHarness(broker: broker, daemonEnvironment: [
+            "THING_AGENT_PROVISIONING": "true", "THING_AGENT_USERNAME": "thing-agent",
+            "THING_AGENT_PASSWORD": agentPassword,
+        ])
+        try await harness.startDaemon()
+        return harness
+    }
+
+    static let cliUser = ["--username", "thing-agent-cli", "--password", cliPassword]
+
+    /// The device's side: mosquitto_sub waits for the answer, mosquitto_pub sends the activation.
+    static func activate(_ broker: MosquittoBroker, user: String, password: String, token: String, device: String,
+                         in directory: String) async throws -> JSONObject {
+        let port = "\(broker.port)"
+        // Line-buffered, so that its SUBACK line shows while it waits.
+        let sub = try DaemonProcess("/usr/bin/stdbuf", [
+            "-oL", "/usr/bin/mosquitto_sub", "-h", "127.0.0.1", "-p", port, "-u", user, "-P", password, "-q", "1", "-C", "1", "-W", "60", "-d",
+            "-t", "things/\(user)/thing/activate_response",
+        ], logPath: directory + "/sub-\(user).out")
+        try await waitUntil(timeout: .seconds(20)) { sub.log.contains("SUBACK") }
+        let request = #"{"msgId":"p1","time":\#(Int64(Date().timeIntervalSince1970 * 1000)),"data":{"token":"\#(token)","devId":"\#(device)","productId":"p-light-1","name":"Desk lamp"}}"#
+        let published = try await runCommand("/usr/bin/mosquitto_pub", [
+            "-h", "127.0.0.1", "-p", port, "-u", user, "-P", password, "-q", "1",
+            "-t", "things/\(user)/thing/activate", "-m", request,
+        ])
+        guard published.status == 0 else { throw TestSupportError("mosquitto_pub failed: \(published.stderr)") }
+        guard await sub.waitForExit(timeout: .seconds(60)) == 0 else { throw TestSupportError("no answer: \(sub.log)") }
+        guard let line = sub.log.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
+              let answer = try JSONParser.parse(Array(line.utf8)).objectValue else {
+            throw TestSupportError("no answer in \(sub.log)")
+        }
+        return answer
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func pairWaitsForTheActivationAndListRevokeAndRemoveFollow() async throws {
+        try await Self.withProvisionedDaemon { broker, harness in
+            let waiting = try DaemonProcess(thingAgentExecutable(), [
+                "pair", "--wait", "--json", "--space", "42", "--product", "p-light-1",
+                "--broker", broker.url, "--db", harness.database,
+            ] + Self.cliUser, logPath: harness.directory + "/pair.out")
+            try await waitUntil(timeout: .seconds(20)) { waiting.log.contains("\"token\"") || !waiting.isRunning }
+            let firstLine = try #require(waiting.log.split(separator: "\n").first { $0.hasPrefix("{") })
+            let made = try #require(try JSONParser.parse(Array(firstLine.utf8)).objectValue)
+            let user = try #require(made["username"]?.stringValue)
+            let password = try #require(made["password"]?.stringValue)
+            let token = try #require(made["token"]?.stringValue)
+            #expect(made["expiresAt"]?.int64Value != nil)
+            #expect(made["clientId"] == nil)
+
+            let answer = try await Self.activate(broker, user: user, password: password, token: token, device: "lamp-1",
+                                                 in: harness.directory)
+            #expect(answer["code"] == 0)
+            #expect(answer["data"]?["username"] == "lamp-1")
+            let devicePassword = try #require(answer["data"]?["password"]?.stringValue)
+            #expect(await waiting.waitForExit(timeout: .seconds(30)) == 0)
+            let last = try #require(waiting.log.split(separator: "\n").last { $0.hasPrefix("{") })
+            let device = try #require(try JSONParser.parse(Array(last.utf8)).objectValue)
+            #expect(device["devId"] == "lamp-1")
+            #expect(device["spaceId"] == 42)
+
+            // The device reports with its own credentials.
+            let online = try await runCommand("/usr/bin/mosquitto_pub", [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", "lamp-1", "-u", "lamp-1", "-P", devicePassword, "-q", "1", "-r",
+                "-t", "things/lamp-1/thing/status", "-m", #"{"status":"online","time":1764450000000}"#,
+            ])
+            #expect(online.status == 0)
+            _ = try await harness.waitForInfo("lamp-1") { $0["online"] == true }
+
+            let listed = try await harness.cli(["pair", "list", "--json"])
+            #expect(listed.status == 0)
+            let pairings = try JSONParser.parse(listed.stdout).arrayValue ?? []
+            #expect(pairings.first { $0["username"]?.stringValue == user }?["state"] == "used")
+            #expect(!listed.stdout.contains(token))
+
+            // A pairing revoked by its token; a second revoke says it already ended.
+            let second = try await harness.cli(["pair", "--json"] + Self.cliUser)
+            #expect(second.status == 0, "\(second.stderr)")
+            let secondToken = try #require(try JSONParser.parse(second.stdout)["token"]?.stringValue)
+            #expect(try await harness.cli(["pair", "revoke", secondToken] + Self.cliUser).status == 0)
+            let again = try await harness.cli(["pair", "revoke", secondToken] + Self.cliUser)
+            #expect(again.status == 1)
+            #expect(again.stderr.contains("already ended"))
+
+            // Removed: its credentials no longer connect.
+            #expect(try await harness.cli(["remove", "lamp-1"] + Self.cliUser).status == 0)
+            let refused = try await runCommand("/usr/bin/mosquitto_pub", [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", "lamp-1", "-u", "lamp-1", "-P", devicePassword, "-q", "1",
+                "-t", "things/lamp-1/thing/status", "-m", #"{"status":"online","time":1764450000001}"#,
+            ])
+            #expect(refused.status != 0)
+            #expect(refused.stderr.lowercased().contains("not authori"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func pairWaitExitsFiveAtExpiryAndBadFlagsAreUsageErrors() async throws {
+        try await Self.withProvisionedDaemon { broker, harness in
+            let expired = try await harness.cli(["pair", "--ttl", "1", "--wait"] + Self.cliUser)
+            #expect(expired.status == 5)
+            #expect(expired.stderr.contains("expired"))
+            #expect(try await harness.cli(["pair", "--ttl", "-3"] + Self.cliUser).status == 2)
+            #expect(try await harness.cli(["pair", "--space", "x"] + Self.cliUser).status == 2)
+            #expect(try await harness.cli(["pair", "--gateway", "no/such"] + Self.cliUser).status == 2)
+            #expect(try await harness.cli(["pair", "frobnicate"] + Self.cliUser).status == 2)
+            // A gateway that was never activated cannot take a sub-device pairing.
+            let unknown = try await harness.cli(["pair", "--gateway", "gw-none"] + Self.cliUser)
+            #expect(unknown.status == 1)
+            #expect(unknown.stderr.contains("gw-none"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func theSimulatorsFleetPairsActivatesAndReports() async throws {
+        try await Self.withProvisionedDaemon { broker, harness in
+            let simulator = try DaemonProcess(thingAgentExecutable(), [
+                "simulate", "--provision", "--devices", "2", "--gateways", "1", "--subdevices", "2", "--seed", "7",
+                "--report-interval", "1", "--broker", broker.url, "--client-id", harness.clientID,
+            ] + Self.cliUser, logPath: harness.directory + "/simulate.out")
+            defer { simulator.signal(SIGTERM) }
+            // Devices, a gateway and its sub-devices, each reporting under the access its activation gave it.
+            let deadline = ContinuousClock.now + .seconds(60)
+            var fleet: [JSONValue] = []
+            while ContinuousClock.now < deadline {
+                let listed = try await harness.cli(["devices", "--json"])
+                fleet = (try? JSONParser.parse(listed.stdout).arrayValue) ?? []
+                let reporting = fleet.filter { $0["online"] == true && ($0["properties"]?.objectValue?.count ?? 0) > 0 }
+                if reporting.count == 5 { break }
+                guard simulator.isRunning else { break }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            #expect(fleet.filter { $0["online"] == true }.count == 5, "\(simulator.log)")
+            #expect(fleet.filter { $0["category"] == "subdevice" }.count == 2)
+            let pairings = try JSONParser.parse(try await harness.cli(["pair", "list", "--json"]).stdout).arrayValue ?? []
+            #expect(pairings.count == 5)
+            #expect(pairings.allSatisfy { $0["state"] == "used" })
+        }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func provisioningWithoutThePluginEndsTheDaemonWithTheReason() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            let daemon = try DaemonProcess(thingAgentExecutable(), [
+                "run", "--broker", broker.url, "--db", harness.database, "--client-id", harness.clientID,
+                "--username", "thing-agent",
+            ], environment: ["THING_AGENT_PROVISIONING": "true"], logPath: harness.directory + "/daemon.log")
+            #expect(await daemon.waitForExit(timeout: .seconds(60)) == 6)
+            #expect(daemon.log.contains("dynamic-security plugin did not answer"))
+            #expect(!daemon.log.contains("connected and subscribed"))
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+@testable import ThingAgent
+
+/// A finished gateway replacement moves the faulty gateway's groups, scene actions, link members and local fields
+/// to the new gateway, in the write of the re-linked sub-devices; a failed or stalled one moves nothing.
+@Suite("Gateway replacement moves", .serialized)
+struct ReplacementMovesTests {
+    /// The fleet's local data naming the faulty gateway: two groups (one already holding the new gateway), a
+    /// scene, a link, local name and icon (the new gateway has a room of its own), a backup network.
+    static func prepare(_ agent: Agent) throws {
+        try agent.apply(.createGroup("hall", devices: ["gwOld", "lamp"]))
+        try agent.apply(.createGroup("gateways", devices: ["gwOld", "gwNew"]))
+        try agent.createScene(Scene(name: "night", actions: [
+            Scene.Action(deviceId: "gwOld", properties: ["led_switch": false]),
+            Scene.Action(deviceId: "lamp", properties: ["switch_1": false])]))
+        try agent.createLink(DeviceLink(name: "leds", members: [DeviceLink.Member("gwOld:led_switch")!,
+                                                                DeviceLink.Member("gwPlain:led_switch")!]))
+        try agent.edit("gwOld", DeviceEdit(name: "Hall gateway", room: "Hall", icon: "https://icons.example/gw.png"))
+        try agent.edit("gwNew", DeviceEdit(room: "Attic"))
+        try agent.apply(.addNetwork(device: "gwOld", BackupNetwork(ssid: "Spare", password: "12345678", priority: 1)))
+    }
+
+    static func withFleet(_ broker: MosquittoBroker, stall: Duration = .seconds(120),
+                          _ body: (Agent, GatewayFleet, String) async throws -> Void) async throws {
+        try await GatewayTransferTests.withAgent(broker, adjust: {
+            $0.modelsDirectory = TestSupport.repositoryRoot() + "/Config/models"
+            $0.transferStallTimeout = stall
+        }) { agent, database in
+            let fleet = try await GatewayFleet.start(broker)
+            try await fleet.cached(by: agent)
+            try await fleet.new.publish("properties", #"{"time":\#(t0),"data":{"led_switch":true}}"#)
+            try prepare(agent)
+            try await body(agent, fleet, database)
+            await fleet.disconnect()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFinishMovesGroupsScenesLinksAndLocalFieldsOnceAndRecordsIt() async throws {
+        try await withBroker { broker in
+            try await Self.withFleet(broker) { agent, fleet, database in
+                let answering = try await GatewayTransferTests.accept(fleet)
+                try await agent.gatewayTransferManager(deviceId: "gwNew").transfer(fromGateway: "gwOld")
+                try await fleet.report(.deviceConfigInit, time: t0 + 100)
+                try await fleet.report(.finish, time: t0 + 101)
+                try await waitUntil(timeout: .seconds(20)) { (try? agent.replacements().isEmpty) == false }
+
+                let replacement = try #require(try agent.replacements(involving: "gwNew").first)
+                #expect(replacement.old == "gwOld" && replacement.new == "gwNew" && replacement.time == t0 + 101)
+                #expect(replacement.groups == ["gateways", "hall"])
+                #expect(replacement.scenes == ["night"])
+                #expect(replacement.links == ["leds"])
+                #expect(replacement.fields == ["name", "icon"])
+                #expect(replacement.summary.contains("moved from gwOld to gwNew: groups gateways, hall; scene night"))
+
+                // What a reader of the file sees, all in the same write as the sub-devices.
+                let local = try LocalStore(path: database, readOnly: true)
+                #expect(try local.group(named: "hall")?.devices == ["gwNew", "lamp"])
+                #expect(try local.group(named: "gateways")?.devices == ["gwNew"], "the new gateway is in once")
+                #expect(try local.scene(named: "night")?.actions.map(\.deviceId) == ["gwNew", "lamp"])
+                #expect(try local.link(named: "leds")?.members.map(\.description) == ["gwNew:led_switch", "gwPlain:led_switch"])
+                let moved = try local.metadata("gwNew")
+                #expect(moved.name == "Hall gateway" && moved.room == "Attic" && moved.icon == "https://icons.example/gw.png")
+                #expect(try local.metadata("gwOld") == DeviceMetadata(), "the faulty gateway's local data goes")
+                #expect(try local.backupNetworks("gwOld").isEmpty)
+                #expect((try CacheReader(path: database).device("sub1"))?.info.gatewayId == "gwNew")
+
+                // The links in memory moved too: the new gateway's change now sets gwPlain.
+                #expect(agent.linkEngine.links.first?.members.map(\.deviceId) == ["gwNew", "gwPlain"])
+                let plain = SetFollower(try #require(fleet.others.first { $0.id == "gwPlain" }))
+                try await plain.start(reports: false)
+                try await fleet.new.publish("properties", #"{"time":\#(t0 + 200),"data":{"led_switch":false}}"#)
+                try await waitUntil(timeout: .seconds(20)) { plain.sets == [#"{"led_switch":false}"#] }
+                answering.cancel()
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFailedOrStalledTransferMovesNothing() async throws {
+        try await withBroker { broker in
+            try await Self.withFleet(broker, stall: .milliseconds(500)) { agent, fleet, database in
+                let answering = try await GatewayTransferTests.accept(fleet)
+                let manager = agent.gatewayTransferManager(deviceId: "gwNew")
+                try await manager.transfer(fromGateway: "gwOld")
+                try await fleet.report(.deviceConfigInit, time: t0 + 100)
+                try await fleet.report(.failed, failedCode: "subdevice_unreachable", time: t0 + 101)
+                try await waitUntil(timeout: .seconds(20)) {
+                    (try? CacheReader(path: database).device("gwNew"))??.transfer?.status == .failed
+                }
+                // A second one that stalls: ended by the agent as failed (timeout).
+                try await manager.transfer(fromGateway: "gwOld")
+                try await fleet.report(.deviceConfigInit, time: t0 + 200)
+                try await waitUntil(timeout: .seconds(20)) {
+                    (try? CacheReader(path: database).device("gwNew"))??.transfer?.failedCode == "timeout"
+                }
+                let local = try LocalStore(path: database, readOnly: true)
+                #expect(try agent.replacements().isEmpty)
+                #expect(try local.group(named: "hall")?.devices == ["gwOld", "lamp"])
+                #expect(try local.group(named: "gateways")?.devices == ["gwNew", "gwOld"])
+                #expect(try local.scene(named: "night")?.actions.map(\.deviceId) == ["gwOld", "lamp"])
+                #expect(try local.link(named: "leds")?.members.map(\.deviceId) == ["gwOld", "gwPlain"])
+                #expect(try local.metadata("gwOld").name == "Hall gateway")
+                #expect(try local.metadata("gwNew").name == nil)
+                #expect(try local.backupNetworks("gwOld").count == 1)
+                #expect(agent.cache.subDevices(of: "gwOld").map(\.id) == ["sub1", "sub2"])
+                answering.cancel()
+            }
+        }
+    }
+}

@@ -32,7 +32,7 @@ struct OneWriterTests {
                 "set", "mute1", "switch_1=true", "--timeout", "4", "--broker", broker.url, "--db", harness.database,
             ], logPath: harness.directory + "/set.out")
             try await waitUntil(timeout: .seconds(20)) {
-                (try? CacheLock(cache: harness.database)) == nil || !command.isRunning
+                (try? CacheLock(cache: harness.database, holder: .command("probe"))) == nil || !command.isRunning
             }
             #expect(command.isRunning, "\(command.log)")
             try await harness.startDaemon(timeout: .seconds(60))

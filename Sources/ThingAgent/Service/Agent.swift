@@ -107,11 +107,12 @@ public final class Agent: Sendable {
             let opened: CacheStore
             if lockCache {
                 (cacheLock, opened) = try CacheLock.lockThenOpen(
-                    cache: database, owner: configuration.clientID, commandWait: Self.commandLockWait,
+                    cache: database, holder: .daemon(clientID: configuration.clientID),
+                    commandWait: Self.commandLockWait,
                     waiting: { held in
                         logger.notice("a command holds the cache while no daemon runs: waiting for it", metadata: [
                             "pid": held.holder.map { "\($0)" } ?? "?", "lock": held.lockFile,
-                            "atMost": "\(Int(Self.commandLockWait.seconds)) s"])
+                            "holder": "\(held)", "atMost": "\(Int(Self.commandLockWait.seconds)) s"])
                     }, shouldStop: shouldStop) { try CacheStore(path: database) }
             } else {
                 opened = try CacheStore(path: database)
@@ -391,6 +392,8 @@ public final class Agent: Sendable {
         }
         tracker.cancelAll()
         events.finishAll()
+        // Everything is written: the file is the next writer's (a daemon starting again, a command).
+        cacheLock?.release()
         // A short-lived CLI client stopping is not news on every command's stderr.
         logger.log(role == .service && !isStandIn ? .info : .debug, "stopped")
     }

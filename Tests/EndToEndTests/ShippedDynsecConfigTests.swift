@@ -11,12 +11,9 @@ import ThingAgent
 /// topics, and its credentials work only with its own client id.
 @Suite("the shipped dynamic-security configuration", .serialized)
 struct ShippedDynsecConfigTests {
-    @Test(.timeLimit(.minutes(2)))
-    func aDevicePairsAndIsHeldToItsOwnTopicsOnTheShippedBroker() async throws {
-        let broker = try await ShippedDynsecBroker(admin: "thing-agent", password: "agent-secret")
-        defer { broker.stop() }
-        let directory = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+    /// The agent provisioning on the shipped broker as its plugin's admin, started (its task runs it).
+    static func startAgent(_ broker: ShippedDynsecBroker, _ directory: String,
+                           serviceUsers: [String] = []) async throws -> (Agent, Task<Void, any Error>) {
         var configuration = AgentConfiguration()
         configuration.broker = broker.loopbackURL
         configuration.username = "thing-agent"
@@ -24,11 +21,22 @@ struct ShippedDynsecConfigTests {
         configuration.clientID = "thing-agent"
         configuration.database = directory + "/cache.sqlite"
         configuration.provisioning = true
+        configuration.serviceUsers = serviceUsers
         let agent = try Agent(configuration: configuration)
         let started = Atomic<Bool>(false)
         let running = Task { try await agent.run(onStarted: { started.store(true, ordering: .relaxed) }) }
-        defer { running.cancel() }
         try await waitUntil(timeout: .seconds(30)) { started.load(ordering: .relaxed) || running.isCancelled }
+        return (agent, running)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aDevicePairsAndIsHeldToItsOwnTopicsOnTheShippedBroker() async throws {
+        let broker = try await ShippedDynsecBroker(admin: "thing-agent", password: "agent-secret")
+        defer { broker.stop() }
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (agent, running) = try await Self.startAgent(broker, directory)
+        defer { running.cancel() }
 
         let session = try await agent.pair(productId: "p-plug-1")
         let pairing = session.made.pairing.username
@@ -90,18 +98,7 @@ struct ShippedDynsecConfigTests {
             ])
             #expect(made.status == 0, "\(made.stdout) \(made.stderr)")
         }
-        var configuration = AgentConfiguration()
-        configuration.broker = broker.loopbackURL
-        configuration.username = "thing-agent"
-        configuration.password = "agent-secret"
-        configuration.clientID = "thing-agent"
-        configuration.database = directory + "/cache.sqlite"
-        configuration.provisioning = true
-        configuration.serviceUsers = ["svc-dashboard"]
-        let agent = try Agent(configuration: configuration)
-        let started = Atomic<Bool>(false)
-        let running = Task { try await agent.run(onStarted: { started.store(true, ordering: .relaxed) }) }
-        try await waitUntil(timeout: .seconds(30)) { started.load(ordering: .relaxed) || running.isCancelled }
+        let (_, running) = try await Self.startAgent(broker, directory, serviceUsers: ["svc-dashboard"])
         // The roles stay at the broker; the agent is stopped so that it answers none of the probes.
         running.cancel()
         _ = try? await running.value

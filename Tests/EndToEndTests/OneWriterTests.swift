@@ -15,7 +15,8 @@ struct OneWriterTests {
     }
 
     /// A command that does the daemon's work while none runs holds the cache's lock for as long as it waits (here a
-    /// set to a device that never answers): a daemon started meanwhile waits for it, saying so, and then starts.
+    /// set to a device that never answers): `detail` meanwhile shows the page read-only, and a daemon started
+    /// meanwhile waits for it, saying so, and then starts.
     @Test(.timeLimit(.minutes(2)))
     func aDaemonStartedWhileACommandHoldsTheCacheWaitsForIt() async throws {
         try await withBroker { broker in
@@ -29,12 +30,19 @@ struct OneWriterTests {
             try await harness.stopDaemon()
 
             let command = try DaemonProcess(thingAgentExecutable(), [
-                "set", "mute1", "switch_1=true", "--timeout", "4", "--broker", broker.url, "--db", harness.database,
+                "set", "mute1", "switch_1=true", "--timeout", "12", "--broker", broker.url, "--db", harness.database,
             ], logPath: harness.directory + "/set.out")
             try await waitUntil(timeout: .seconds(20)) {
                 (try? CacheLock(cache: harness.database, holder: .command("probe"))) == nil || !command.isRunning
             }
             #expect(command.isRunning, "\(command.log)")
+            // detail, which cannot take the cache meanwhile, shows the page from the file, read-only.
+            let detail = try await harness.cli(["detail", "mute1"])
+            #expect(detail.status == 0, "\(detail.stderr)")
+            #expect(detail.stdout.contains("Device mute1"), "\(detail.stdout)")
+            #expect(detail.stderr.contains("in use by the command 'thing-agent set'")
+                    && detail.stderr.contains("the page is read from the file"), "\(detail.stderr)")
+            #expect(command.isRunning, "the set ended before the checks: \(command.log)")
             try await harness.startDaemon(timeout: .seconds(60))
             let daemon = try #require(harness.daemon)
             #expect(daemon.log.contains("a command holds the cache while no daemon runs: waiting for it"), "\(daemon.log)")

@@ -64,6 +64,7 @@ extension MQTTClient {
                 batch.mids.append(mid)
             }
         }
+        core.wake.signal()
     }
 
     private func cancelled(_ topic: String) -> MQTTError {

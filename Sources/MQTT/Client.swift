@@ -196,6 +196,7 @@ public final class MQTTClient: Sendable {
                 }
                 var mid: Int32 = 0
                 let rc = send(handle, &mid)
+                core.wake.signal()
                 return rc == 0 ? .success(()) : .failure(.library(rc, context: context))
             }
             try outcome.get()
@@ -226,11 +227,12 @@ public final class MQTTClient: Sendable {
                 state.requestStop(core)
                 state.exitWaiters.append(waiter)
                 if !state.threadRunning { state.finish() }
-                // Queue the DISCONNECT now: libmosquitto wakes the network thread's select for it, so the thread
+                // Queue the DISCONNECT now: `core.wake` wakes the network thread's poll for it, so the thread
                 // stops at once instead of at the end of its loop slice. Under the lock, as publish does, so the
                 // thread cannot destroy the handle meanwhile.
                 if state.threadRunning, state.connection == .connected, let handle = state.handle {
                     _ = mosquitto_disconnect(handle.pointer)
+                    core.wake.signal()
                 }
             }
         }
@@ -275,6 +277,7 @@ public final class MQTTClient: Sendable {
                     beforeSending(&state)
                     var mid: Int32 = 0
                     let (rc, operation) = send(handle, &mid)
+                    core.wake.signal()
                     if rc != 0 {
                         state.effects.resumptions.append((waiter, .failure(.library(rc, context: context))))
                         return

@@ -18,6 +18,8 @@ final class ClientCore: Sendable {
     /// `State.stopRequested`, readable without the lock: the network thread asks once per packet, and taking the
     /// lock for it contended with every publish from other threads (the daemon's event feed).
     let stopSignalled = Atomic<Bool>(false)
+    /// Signalled by every thread but the network thread after it queued a packet, so the packet goes out at once.
+    let wake = WakeSignal()
 
     func beat() {
         heartbeat.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)

@@ -2,7 +2,7 @@ internal import CMosquitto
 import Foundation
 import Synchronization
 
-/// The client's own network thread: it connects, runs `mosquitto_loop` with a short timeout, and reconnects with
+/// The client's own network thread: it connects, runs `LoopTurn` (poll-based) with a short timeout, and reconnects with
 /// `ReconnectBackoff`. Doing this instead of `mosquitto_loop_start` keeps backoff, jitter, connect timeouts and
 /// fatal errors (refused credentials) in our hands. Only this thread calls connect, loop, reconnect and destroy
 /// while it runs; callers only queue packets (publish/subscribe), which libmosquitto allows from any thread.
@@ -10,7 +10,7 @@ struct NetworkThread: Sendable {
     let core: ClientCore
     let handle: MosquittoHandle
 
-    /// How long one `mosquitto_loop` call may wait; bounds how quickly a stop request is noticed.
+    /// How long one `LoopTurn` may wait; bounds how quickly a stop request is noticed.
     private static let loopSliceMilliseconds = 100
 
     static func start(core: ClientCore, handle: MosquittoHandle) {
@@ -68,7 +68,7 @@ struct NetworkThread: Sendable {
                 disconnectGracefully()
                 return nil
             }
-            let rc = mosquitto_loop(handle.pointer, Int32(Self.loopSliceMilliseconds), 1)
+            let rc = LoopTurn.run(handle, wake: core.wake, timeoutMilliseconds: Int32(Self.loopSliceMilliseconds))
             guard rc != 0 else { continue }
             // `disconnect()` queued a DISCONNECT itself: the connection ending now is the stop, not a loss.
             if stopRequested { return nil }
@@ -152,7 +152,8 @@ struct NetworkThread: Sendable {
             }
             if stopRequested { return .failure(.closed("disconnect() was called while connecting")) }
             let remaining = Int((deadline - now).seconds * 1000) + 1
-            let rc = mosquitto_loop(handle.pointer, Int32(min(remaining, Self.loopSliceMilliseconds)), 1)
+            let rc = LoopTurn.run(
+                handle, wake: core.wake, timeoutMilliseconds: Int32(min(remaining, Self.loopSliceMilliseconds)))
             let osError = errno
             enum Step { case waiting, refused(Int32), done }
             let step = core.withState { state -> Step in
@@ -230,7 +231,7 @@ struct NetworkThread: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(1)
         while clock.now < deadline {
-            if mosquitto_loop(handle.pointer, 50, 1) != 0 { return }
+            if LoopTurn.run(handle, wake: core.wake, timeoutMilliseconds: 50) != 0 { return }
         }
     }
 

@@ -94,6 +94,12 @@ public struct DeviceEventStream: AsyncSequence, Sendable {
 
     let registration: Registration
 
+    /// Everything queued at once (waiting while nothing is), for a consumer that handles events in batches; nil
+    /// once the stream ended. Not to be mixed with iterating the same stream.
+    func nextBatch() async -> [DeviceEvent]? {
+        await registration.channel.take()
+    }
+
     public struct AsyncIterator: AsyncIteratorProtocol {
         let registration: Registration
         var batch: [DeviceEvent] = []

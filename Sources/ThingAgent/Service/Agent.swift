@@ -101,7 +101,7 @@ public final class Agent: Sendable {
             let database = configuration.database
             let opened: CacheStore
             if lockCache {
-                (cacheLock, opened) = try CacheLock.lockThenOpen(cache: database, owner: configuration.clientID) { try CacheStore(path: database) }
+                (cacheLock, opened) = try CacheLock.lockThenOpen(cache: database, holder: .daemon(clientID: configuration.clientID)) { try CacheStore(path: database) }
             } else {
                 opened = try CacheStore(path: database)
                 cacheLock = nil
@@ -381,6 +381,8 @@ public final class Agent: Sendable {
         }
         tracker.cancelAll()
         events.finishAll()
+        // Everything is written: the file is the next writer's (a daemon starting again, a command).
+        cacheLock?.release()
         // A short-lived CLI client stopping is not news on every command's stderr.
         logger.log(role == .service && !isStandIn ? .info : .debug, "stopped")
     }

@@ -34,7 +34,7 @@ enum DetailCommand: Command {
         if let file = arguments.value("detail-config") { configuration.detailConfig = file }
         _ = try requireKnown(device, configuration)
         let layout = try configuration.detailConfig.map { try detailLayout($0) }
-        let requests = try await DeviceRequests.open(configuration)
+        let requests = try await DeviceRequests.open(configuration, command: spec.name)
         let detail = try await requests.closing {
             // Without a broker the page is still shown; only the live check fails.
             let connected = (try? await requests.connect()) != nil

@@ -46,6 +46,11 @@ public final class CacheLock: Sendable {
             self.written = written.holder
         }
 
+        /// Whether the file says a daemon holds it (then a second daemon is refused, not made to wait).
+        public var namesADaemon: Bool {
+            if case .daemon = heldBy ?? written { true } else { false }
+        }
+
         public var description: String {
             let pid = holder.map { " with pid \($0)" } ?? ""
             let lock = "(lock \(lockFile))"
@@ -71,13 +76,19 @@ public final class CacheLock: Sendable {
     /// is refused before it touches the file. Where the lock file cannot be made (a missing or read-only
     /// directory) the cache could not be opened either, and `open`'s error names the cause in the words used for the
     /// cache; a lock file made here for a cache that is then refused is removed, leaving the directory as it was.
-    public static func lockThenOpen<Opened>(cache: String, holder: CacheLockHolder, _ open: () throws -> Opened) throws
-        -> (CacheLock, Opened) {
+    ///
+    /// A lock held by a CLI command (one that does a daemon's work while none runs, such as a `transfer` waiting
+    /// out its stall timeout) is waited for up to `commandWait`, checked every 100 ms (`waiting` hears the first
+    /// refusal, `shouldStop` ends the wait); one the file says a daemon holds is refused at once.
+    public static func lockThenOpen<Opened>(cache: String, holder: CacheLockHolder, commandWait: Duration = .zero,
+                                            waiting: (Held) -> Void = { _ in },
+                                            shouldStop: () -> Bool = { false },
+                                            _ open: () throws -> Opened) throws -> (CacheLock, Opened) {
         let lockFile = path(forCache: cache)
         let making = access(lockFile, F_OK) != 0
         let lock: CacheLock
         do {
-            lock = try CacheLock(cache: cache, holder: holder)
+            lock = try waitingForCommands(cache: cache, holder: holder, commandWait, waiting, shouldStop)
         } catch let failed as Failed {
             _ = try open()
             throw failed
@@ -87,6 +98,21 @@ public final class CacheLock: Sendable {
         } catch {
             if making { unlink(lockFile) }
             throw error
+        }
+    }
+
+    private static func waitingForCommands(cache: String, holder: CacheLockHolder, _ wait: Duration,
+                                           _ waiting: (Held) -> Void, _ shouldStop: () -> Bool) throws -> CacheLock {
+        let deadline = ContinuousClock.now + wait
+        var told = false
+        while true {
+            do {
+                return try CacheLock(cache: cache, holder: holder)
+            } catch let held as Held where !held.namesADaemon && ContinuousClock.now < deadline && !shouldStop() {
+                if !told { waiting(held) }
+                told = true
+                usleep(100_000)
+            }
         }
     }
 

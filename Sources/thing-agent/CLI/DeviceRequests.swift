@@ -164,12 +164,17 @@ final class DeviceRequests: Sendable {
         case .daemon(let client) where connected:
             return try await daemon { try await client.detail(deviceId, layout: layout, timeout: configuration.requestTimeout) }
         case .daemon:
-            // An observer that is never started: the file read-only, the live check failing for want of a broker.
-            let observer = try Agent(configuration: configuration, role: .observer)
-            return await DeviceDetailComposer(agent: observer, config: observer.detailConfig).compose(deviceId)
+            return try await Self.readOnlyDetail(deviceId, configuration)
         case .here(let agent):
             return await DeviceDetailComposer(agent: agent, config: agent.detailConfig).compose(deviceId)
         }
+    }
+
+    /// The page from an observer that is never started: the file read-only, the live check failing for want of a
+    /// broker.
+    static func readOnlyDetail(_ deviceId: String, _ configuration: AgentConfiguration) async throws -> DeviceDetail {
+        let observer = try Agent(configuration: configuration, role: .observer)
+        return await DeviceDetailComposer(agent: observer, config: observer.detailConfig).compose(deviceId)
     }
 
     func runScene(_ scene: Scene, force: Bool) async -> SceneReport {

@@ -106,10 +106,13 @@ public final class HTTPServer: Sendable {
 
 public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     public let message: String
+    /// libmicrohttpd is not installed (or not usable): a restart cannot fix it, installing the package does.
+    public let libraryMissing: Bool
     public var description: String { message }
 
-    public init(message: String) {
+    public init(message: String, libraryMissing: Bool = false) {
         self.message = message
+        self.libraryMissing = libraryMissing
     }
 }
 

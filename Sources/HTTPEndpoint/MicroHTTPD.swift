@@ -26,17 +26,24 @@ struct MicroHTTPD: @unchecked Sendable {
     let addHeader: AddHeader
     let queueResponse: QueueResponse
 
-    /// Loaded once, on first use; the error says what is missing.
+    /// Debian's name for the package that ships `soname`; releases after the 64-bit time_t transition add `t64`.
+    /// scripts/package reads the build host's name for Depends.
+    static let package = "libmicrohttpd12 (libmicrohttpd12t64 on Debian trixie and Ubuntu 24.04)"
+
+    /// Loaded once, on first use; the error says what is missing and what to install.
     static let shared: Result<MicroHTTPD, HTTPServerError> = load()
 
     private static func load() -> Result<MicroHTTPD, HTTPServerError> {
         guard let library = dlopen(soname, RTLD_NOW | RTLD_LOCAL) else {
             let reason = dlerror().map { String(cString: $0) } ?? "not found"
-            return .failure(HTTPServerError(message: "the metrics endpoint needs \(soname): \(reason)"))
+            return .failure(HTTPServerError(
+                message: "the metrics endpoint needs \(soname): install the Debian package \(package) (\(reason))",
+                libraryMissing: true))
         }
         func symbol<T>(_ name: String, as type: T.Type) throws(HTTPServerError) -> T {
             guard let address = dlsym(library, name) else {
-                throw HTTPServerError(message: "\(soname) has no \(name)")
+                throw HTTPServerError(message: "\(soname) has no \(name): install the Debian package \(package)",
+                                      libraryMissing: true)
             }
             return unsafeBitCast(address, to: type)
         }

@@ -3,18 +3,25 @@ import Testing
 
 @Suite("Tables as the CLI prints them")
 struct FormatTableTests {
-    @Test("columns line up by characters and no cell is cut, whatever the characters in it")
+    /// Each name with the terminal columns it takes: CJK characters and emoji two each, a combining accent and a
+    /// zero-width space none.
+    static let names: [(name: String, columns: Int)] = [
+        ("Lamp 💡", 7), ("客厅灯", 6), ("💡 lamp", 7), ("Küche", 5), ("e\u{301}clair", 6), ("plain", 5),
+        ("a\u{200B}b", 2), ("❤️ heart", 8),
+    ]
+
+    @Test("columns line up in terminal columns and no cell is cut, whatever the characters in it (CJK, emoji)")
     func columnsLineUpAndNothingIsCut() {
-        let names = ["Lamp 💡", "Küche", "e\u{301}clair", "plain"]
-        let table = Format.table(["ID", "NAME", "STATUS"], names.enumerated().map { ["d\($0.offset)", $0.element, "online"] })
-        let lines = table.split(separator: "\n").map(String.init)
+        let names = Self.names
+        let table = Format.table(["ID", "NAME", "STATUS"], names.enumerated().map { ["d\($0.offset)", $0.element.name, "online"] })
+        let lines = table.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         #expect(lines.count == 1 + names.count)
-        // Every line's STATUS column starts at the same character: ID (2) + 2 spaces, the longest name + 2 spaces.
-        let statusColumn = 2 + 2 + names.map(\.count).max()! + 2
-        for (line, name) in zip(lines.dropFirst(), names) {
-            #expect(line.contains(name), "the name is printed whole: \(line)")
-            #expect(String(line.dropFirst(statusColumn)) == "online", "aligned: \(line)")
+        // The NAME column is as wide as its widest name on a terminal; STATUS starts after it and two spaces.
+        let nameColumn = names.map(\.columns).max()!
+        #expect(lines.first == "ID  NAME" + String(repeating: " ", count: nameColumn - 4 + 2) + "STATUS")
+        for (index, (line, entry)) in zip(lines.dropFirst(), names).enumerated() {
+            let padding = String(repeating: " ", count: nameColumn - entry.columns + 2)
+            #expect(line == "d\(index)  " + entry.name + padding + "online", "aligned, the name whole: \(line)")
         }
-        #expect(String(lines[0].dropFirst(statusColumn)) == "STATUS")
     }
 }

@@ -50,4 +50,41 @@ struct EventFeedTests {
             _ = try? await running.value
         }
     }
+
+    /// A stop in the middle of a burst: what the feed took from its queue and did not send, and what the queue
+    /// still held, is counted as not sent; no event leaves the metrics unaccounted for.
+    @Test("events the feed holds when it stops are counted as not sent, and it takes one batch at a time")
+    func eventsHeldAtStopAreCounted() async throws {
+        let count = 1_000
+        try await withBroker { broker in
+            let client = try MQTTClient(configuration: MQTTConfiguration(
+                url: broker.url, clientID: "feed-\(UInt32.random(in: 0...UInt32.max))"))
+            try await client.connect()
+            let channel = EventChannel(limit: 4_096)
+            let stream = DeviceEventStream(registration: .init(channel: channel, onEnd: {}))
+            let events = (0..<count).map { n in
+                DeviceEvent.statusChanged(deviceId: "held", online: n % 2 == 0, time: t0 + Int64(n))
+            }
+            #expect(channel.send(events) == 0)
+            let counters = IntegrationCounters()
+            let feed = Task {
+                // Runs only once the stop has been asked for, as when SIGTERM lands while a burst is queued.
+                try? await Task.sleep(for: .seconds(600))
+                await EventPublisher.run(stream, client: client, prefix: "thing-agent/events", counters: counters)
+            }
+            feed.cancel()
+            await feed.value
+            let snapshot = counters.snapshot
+            #expect(snapshot.eventsPublished + snapshot.eventsNotSent == count, "\(snapshot)")
+            #expect(snapshot.eventsNotSent == count, "nothing is sent after the stop: \(snapshot)")
+
+            // One batch is taken at a time; the rest stays in the bounded queue, so what the feed holds is the
+            // queue's limit plus the one batch it is sending.
+            let bounded = EventChannel(limit: count)
+            #expect(bounded.send(events) == 0)
+            #expect(await bounded.take(atMost: EventPublisher.batchLimit)?.count == EventPublisher.batchLimit)
+            #expect(bounded.send(events) == count - EventPublisher.batchLimit, "room only for the batch taken")
+            await client.disconnect()
+        }
+    }
 }

@@ -130,6 +130,35 @@ struct CacheLockHolderTests {
         #expect(held?.description.contains("in use by another process with pid \(getpid())") == true)
     }
 
+    /// The holder truncates the file and then writes it: a reader racing that write sees a prefix of the text.
+    @Test("a lock file read half-written names no holder yet, never a cut-off client id")
+    func aHalfWrittenLockFileIsNotYetKnown() throws {
+        let directory = try makeTemporaryDirectory("half-written-lock")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = directory + "/cache.sqlite"
+        let clientID = "thing-agent-gateway-7"
+        let daemon = try CacheLock(cache: cache, holder: .daemon(clientID: clientID))
+        defer { daemon.release() }
+        let full = Array(CacheLock.text(.daemon(clientID: clientID), pid: getpid()).utf8)
+        let writer = open(cache + ".lock", O_WRONLY)
+        #expect(writer >= 0)
+        defer { close(writer) }
+        var named = 0
+        for length in 0...full.count {
+            #expect(ftruncate(writer, 0) == 0)
+            #expect(pwrite(writer, full, length, 0) == length)
+            let held = #expect(throws: CacheLock.Held.self) { _ = try CacheLock(cache: cache, holder: .command("edit")) }
+            let prefix = String(decoding: full[..<length], as: UTF8.self)
+            for name in [held?.heldBy, held?.written, CacheLock.currentHolder(cache: cache)?.heldBy] {
+                #expect(name == nil || name == .daemon(clientID: clientID), "after \(length) bytes, \(prefix.debugDescription): \(String(describing: name))")
+            }
+            if held?.heldBy == .daemon(clientID: clientID) { named += 1 }
+        }
+        #expect(named == 1, "only the whole text names the daemon")
+        // Spaces that are part of a client id are kept; only the one after the colon is the format's.
+        #expect(CacheLock.parse("holder: daemon\npid: 7\nclient-id:  padded\n") == (.daemon(clientID: " padded"), 7))
+    }
+
     @Test("a lock let go is emptied: the file names no one once its holder has gone")
     func aReleasedLockNamesNoOne() throws {
         let directory = try makeTemporaryDirectory("released-lock")

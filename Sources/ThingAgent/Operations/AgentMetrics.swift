@@ -69,17 +69,20 @@ extension Agent {
         let links = linkEngine.statistics
         out.family("thing_agent_link_total", .counter,
                    "What the multi-control links did: propagations, sets sent and failed, members skipped (offline, "
-                       + "out of range), echoes of their own sets.")
+                       + "out of range), echoes of their own sets, sets superseded by a newer value, accepted sets "
+                       + "never reported back.")
         for (what, count) in [("propagations", links.propagations), ("sets_sent", links.setsSent),
                               ("sets_failed", links.setsFailed), ("skipped_offline", links.skippedOffline),
-                              ("out_of_range", links.outOfRange), ("echoes", links.echoes)] {
+                              ("out_of_range", links.outOfRange), ("echoes", links.echoes),
+                              ("superseded", links.superseded), ("expired", links.expired)] {
             out.sample("thing_agent_link_total", [("what", what)], count)
         }
         let integration = integration.snapshot
         out.single("thing_agent_events_published_total", .counter, "Events published on the events topics.",
                    Double(integration.eventsPublished))
         out.single("thing_agent_events_not_sent_total", .counter,
-                   "Events that could not be published (not connected).", Double(integration.eventsNotSent))
+                   "Events not acknowledged: not connected, connection lost (QoS 1 may still arrive later), or stopped.",
+                   Double(integration.eventsNotSent))
 
         if let provisioning = provisioningCounters {
             out.family("thing_agent_activations_total", .counter,

@@ -154,19 +154,32 @@ public final class CacheLock: Sendable {
     }
 
     /// What the holder wrote into the file; a file of the earlier form (the daemon's client id alone) names a daemon.
+    ///
+    /// The holder truncates the file and then writes it, so a reader may see a prefix of the text. Only lines that
+    /// end in a newline count: a value cut off mid-line (`client-id: thing-ag`) is not yet written, never a
+    /// shorter name, and the reader waits for the rest as for an empty file.
     static func parse(_ text: String) -> (holder: CacheLockHolder?, pid: Int32?) {
         var fields: [String: String] = [:]
-        for line in text.split(separator: "\n") {
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            fields[String(line[..<colon])] = String(line[line.index(after: colon)...].drop { $0 == " " })
+            // One space after the colon is the format's; more belong to the value.
+            var value = line[line.index(after: colon)...]
+            if value.first == " " { value = value.dropFirst() }
+            fields[String(line[..<colon])] = String(value)
         }
         let pid = fields["pid"].flatMap { Int32($0) }
         switch fields["holder"] {
         case "daemon": return (fields["client-id"].map { .daemon(clientID: $0) }, pid)
         case "command": return (fields["command"].map { .command($0) }, pid)
-        case nil where !text.isEmpty && !text.contains("\n"): return (.daemon(clientID: text), nil)
+        case nil where isEarlierForm(text): return (.daemon(clientID: text), nil)
         default: return (nil, pid)
         }
+    }
+
+    /// A client id alone, as earlier versions wrote it: one line without a newline, and not the start of the
+    /// current form's first line being written.
+    private static func isEarlierForm(_ text: String) -> Bool {
+        !text.isEmpty && !text.contains("\n") && !"holder: ".hasPrefix(text) && !text.hasPrefix("holder: ")
     }
 
     private static func written(in fd: Int32) -> (holder: CacheLockHolder?, pid: Int32?) {

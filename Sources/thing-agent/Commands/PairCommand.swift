@@ -90,7 +90,7 @@ enum PairCommand: Command {
             let pairing = try editing { try store.all().first { $0.username == username } }
             guard let pairing else { throw CommandFailure(code: .failure, message: "the pairing \(username) is gone") }
             switch pairing.state(at: now) {
-            case .pending:
+            case .pending, .activating:
                 try await Task.sleep(for: .milliseconds(200))
             case .used:
                 let id = pairing.deviceId ?? ""

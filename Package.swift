@@ -25,8 +25,8 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .systemLibrary(
+            // Headers only: HTTPEndpoint loads the library when a server starts (HTTPEndpoint/MicroHTTPD.swift).
             name: "CMicroHTTPD",
-            pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
         .systemLibrary(

@@ -32,6 +32,7 @@ public final class HTTPServer: Sendable {
     public let address: String
     private let routes: [String: Handler]
     private let daemon: DaemonHandle
+    private let library: MicroHTTPD
 
     /// Binds `host` (an address or a name) and `port` and starts serving; throws with the reason when they cannot
     /// be used. `address` is how to name them in messages.
@@ -39,6 +40,8 @@ public final class HTTPServer: Sendable {
         self.address = address
         self.routes = routes
         daemon = DaemonHandle()
+        let library = try MicroHTTPD.shared.get()
+        self.library = library
         let context = Unmanaged.passUnretained(self).toOpaque()
         guard var socketAddress = SocketAddress(host: host, port: port) else {
             throw HTTPServerError(message: "cannot resolve the metrics address \(address)")
@@ -46,14 +49,9 @@ public final class HTTPServer: Sendable {
         var flags = UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue)
         if socketAddress.isIPv6 { flags |= UInt32(MHD_USE_IPv6.rawValue) }
         let started = socketAddress.withPointer { pointer in
-            withVaList([
-                Self.option(.SOCK_ADDR), OpaquePointer(pointer),
-                Self.option(.CONNECTION_LIMIT), Self.connectionLimit,
-                Self.option(.CONNECTION_TIMEOUT), Self.connectionTimeout,
-                Self.option(.END),
-            ]) { options in
-                MHD_start_daemon_va(flags, UInt16(port), nil, nil, HTTPServer.handle, context, options)
-            }
+            thing_agent_start_daemon(library.startDaemon, flags, UInt16(port), HTTPServer.handle, context,
+                                     pointer.assumingMemoryBound(to: sockaddr.self), Self.connectionLimit,
+                                     Self.connectionTimeout)
         }
         guard let started else {
             throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno)))")
@@ -64,13 +62,10 @@ public final class HTTPServer: Sendable {
     /// MHD_RESPMEM_MUST_COPY (the third mode; Swift imports the closed enum without its C case names here).
     private static let copyMemory = MHD_ResponseMemoryMode(rawValue: 2)!
 
-    /// An option name as the variadic list of MHD_start_daemon_va takes it (an int).
-    private static func option(_ option: MHD_OPTION) -> Int32 { Int32(truncatingIfNeeded: option.rawValue) }
-
     /// Stops listening and waits for the server thread; idempotent.
     public func stop() {
         guard let pointer = daemon.take() else { return }
-        MHD_stop_daemon(pointer)
+        library.stopDaemon(pointer)
     }
 
     deinit { stop() }
@@ -92,28 +87,32 @@ public final class HTTPServer: Sendable {
         cls, connection, url, method, _, _, _, _ in
         guard let cls, let connection else { return .NO }
         let server = Unmanaged<HTTPServer>.fromOpaque(cls).takeUnretainedValue()
+        let library = server.library
         let path = url.map { String(cString: $0) } ?? "/"
         let verb = method.map { String(cString: $0) } ?? "GET"
         let route = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? path
         let answer = server.response(method: verb, path: route)
         let response = answer.body.withUnsafeBytes { bytes in
-            MHD_create_response_from_buffer(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
+            library.createResponse(bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress),
                                             HTTPServer.copyMemory)
         }
         guard let response else { return .NO }
-        defer { MHD_destroy_response(response) }
-        _ = MHD_add_response_header(response, "Content-Type", answer.contentType)
-        _ = MHD_add_response_header(response, "Cache-Control", "no-store")
-        return MHD_queue_response(connection, UInt32(answer.status), response)
+        defer { library.destroyResponse(response) }
+        _ = library.addHeader(response, "Content-Type", answer.contentType)
+        _ = library.addHeader(response, "Cache-Control", "no-store")
+        return library.queueResponse(connection, UInt32(answer.status), response)
     }
 }
 
-public struct HTTPServerError: Error, CustomStringConvertible {
+public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     public let message: String
+    /// libmicrohttpd is not installed (or not usable): a restart cannot fix it, installing the package does.
+    public let libraryMissing: Bool
     public var description: String { message }
 
-    public init(message: String) {
+    public init(message: String, libraryMissing: Bool = false) {
         self.message = message
+        self.libraryMissing = libraryMissing
     }
 }
 

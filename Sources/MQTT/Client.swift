@@ -6,7 +6,7 @@ import Glibc
 
 /// An MQTT client over libmosquitto: one connection, automatic reconnects, incoming messages as one ordered stream.
 public final class MQTTClient: Sendable {
-    private let core: ClientCore
+    let core: ClientCore
 
     /// `onMessage` runs synchronously on the network thread for every incoming message, BEFORE libmosquitto sends the
     /// PUBACK/PUBREC (libmosquitto queues it just before calling on_message and, in the thread-safe mode this client
@@ -291,22 +291,22 @@ public final class MQTTClient: Sendable {
             core.withState { state in
                 registration.cancelled = true
                 guard let mid = registration.mid, let operation = state.pending.removeValue(forKey: mid) else { return }
-                state.effects.resumptions.append((operation.waiter, .failure(Self.cancelledError(context))))
+                state.settle(operation, .failure(Self.cancelledError(context)))
             }
         }
         try outcome.get()
     }
 
-    private static func cancelledError(_ context: String) -> MQTTError {
+    static func cancelledError(_ context: String) -> MQTTError {
         MQTTError(kind: .notConnected, code: MQTTError.Code.noConnection,
                   message: "the caller stopped waiting for the acknowledgement (cancelled)", context: context)
     }
 
-    private func connectedHandle(_ state: State, context: String) -> MosquittoHandle? {
+    func connectedHandle(_ state: State, context: String) -> MosquittoHandle? {
         state.connection == .connected ? state.handle : nil
     }
 
-    private func notConnectedError(_ state: State, context: String) -> MQTTError {
+    func notConnectedError(_ state: State, context: String) -> MQTTError {
         state.connection == .stopped ? .closed(context) : .notConnected(context)
     }
 }

@@ -65,6 +65,9 @@ final class ClientCore: Sendable {
         for (waiter, outcome) in effects.resumptions {
             waiter.resume(returning: outcome)
         }
+        for (waiter, outcomes) in effects.batchResumptions {
+            waiter.resume(returning: outcomes)
+        }
         if effects.finishStreams {
             messageSink?.finish()
             for observer in effects.observersToFinish { observer.finish() }
@@ -85,11 +88,16 @@ final class ClientCore: Sendable {
 
     func didCompletePublish(mid: Int32, reasonCode: Int32) {
         withState { state in
-            guard case .publish(let waiter, let topic)? = state.pending.removeValue(forKey: mid) else { return }
+            guard let operation = state.pending.removeValue(forKey: mid) else { return }
+            let topic: String
+            switch operation {
+            case .publish(_, let published), .batchPublish(_, _, let published): topic = published
+            case .subscribe, .unsubscribe: return
+            }
             // MQTT 5 PUBACK/PUBREC reason codes below 0x80 are successes (0x10: no matching subscribers).
             let outcome: Result<Void, MQTTError> =
                 reasonCode >= 0x80 ? .failure(.reason(reasonCode, context: "publish to \"\(topic)\"")) : .success(())
-            state.effects.resumptions.append((waiter, outcome))
+            state.settle(operation, outcome)
         }
     }
 
@@ -158,18 +166,15 @@ enum PendingOperation {
     case publish(ClientCore.Waiter, topic: String)
     case subscribe(ClientCore.Waiter, filters: [(String, QoS)])
     case unsubscribe(ClientCore.Waiter, filter: String)
-
-    var waiter: ClientCore.Waiter {
-        switch self {
-        case .publish(let waiter, _), .subscribe(let waiter, _), .unsubscribe(let waiter, _): waiter
-        }
-    }
+    /// One message of `MQTTClient.publish(inOrder:)`: its outcome goes to slot `index` of the batch.
+    case batchPublish(PublishBatch, index: Int, topic: String)
 }
 
 /// Work collected under the lock and carried out after it is released.
 struct Effects {
     var stateChanges: [(MQTTConnectionState, MQTTError?)] = []
     var resumptions: [(ClientCore.Waiter, Result<Void, MQTTError>)] = []
+    var batchResumptions: [(PublishBatch.Waiter, [Result<Void, MQTTError>])] = []
     var exitWaiters: [CheckedContinuation<Void, Never>] = []
     var observersToFinish: [AsyncStream<MQTTConnectionState>.Continuation] = []
     var finishStreams = false
@@ -217,10 +222,21 @@ struct State {
         effects.stateChanges.append((new, error))
     }
 
+    /// Ends one acknowledged operation: its caller resumes after the lock is released (a batch's caller once its
+    /// last message is settled).
+    mutating func settle(_ operation: PendingOperation, _ outcome: Result<Void, MQTTError>) {
+        switch operation {
+        case .publish(let waiter, _), .subscribe(let waiter, _), .unsubscribe(let waiter, _):
+            effects.resumptions.append((waiter, outcome))
+        case .batchPublish(let batch, let index, _):
+            if let done = batch.settle(index, outcome) { effects.batchResumptions.append(done) }
+        }
+    }
+
     /// Fails every operation waiting for an acknowledgement.
     mutating func failPending(_ error: MQTTError) {
         for operation in pending.values {
-            effects.resumptions.append((operation.waiter, .failure(error)))
+            settle(operation, .failure(error))
         }
         pending.removeAll()
         restoring.removeAll()

@@ -81,6 +81,9 @@ public struct MQTTConfiguration: Sendable {
     /// the client report that another client probably uses its client id: brokers close the older connection, under
     /// 3.1.1 without a reason, and mosquitto 2.0 under MQTT 5 too (others send reason 0x8E, reported at once).
     public var quickLossesBeforeTakeoverReport: Int = 3
+    /// QoS 1/2 messages this client has unacknowledged at once (1...65535; libmosquitto's default is 20); more
+    /// wait in the library, in order, until acknowledgements make room. An MQTT 5 broker may ask for fewer.
+    public var sendMaximum: Int = 20
 
     public init(url: String, clientID: String) {
         self.url = url

@@ -52,6 +52,13 @@ extension MosquittoHandle {
         // MQTT packets are small and often follow one another (a PUBACK, then an answer): with Nagle's algorithm
         // the second waits for the peer's delayed ACK, about 40 ms on Linux, on every request/answer round trip.
         try check(mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, 1), "disabling Nagle's algorithm")
+        guard (1...65535).contains(configuration.sendMaximum) else {
+            throw MQTTError(
+                kind: .other, code: MQTTError.Code.invalid, message: "sendMaximum must be 1...65535",
+                context: "sendMaximum \(configuration.sendMaximum)")
+        }
+        try check(mosquitto_int_option(pointer, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.sendMaximum)),
+                  "setting the send maximum")
 
         if configuration.username != nil || configuration.password != nil {
             try check(

@@ -14,6 +14,10 @@ struct ProcessBenchmarks {
         var perSecond: Double
         var cpuMicroseconds: Double
         var contextSwitches: Double
+        /// The event feed's work when the last report was in the file (from the daemon's metrics): events the
+        /// broker took, and events dropped because the feed's queue was full.
+        var eventsPublished = 0
+        var eventsDropped = 0
     }
 
     /// `count` QoS 1 property reports from `devices` devices queued for the daemon's persistent session; the clock
@@ -21,7 +25,8 @@ struct ProcessBenchmarks {
     /// read once more with `thing-agent info`).
     /// `eventFeed`: the daemon republishes every change on the events topics (its default), or not.
     func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true) async throws -> Drain {
-        let environment = ["THING_AGENT_PUBLISH_EVENTS": eventFeed ? "true" : "false"]
+        let metrics = "127.0.0.1:\(Int.random(in: 20_000...60_000))"
+        let environment = ["THING_AGENT_PUBLISH_EVENTS": eventFeed ? "true" : "false", "THING_AGENT_METRICS": metrics]
         let path = directory + "/daemon-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         let arguments = ["run", "--broker", broker.url, "--db", path,
                          "--client-id", "bench-daemon-\(UInt32.random(in: 0...UInt32.max))"]
@@ -48,12 +53,23 @@ struct ProcessBenchmarks {
             let usage = ProcessUsage(pid: daemon.pid)
             drain.cpuMicroseconds = usage.cpuSeconds / Double(count) * 1e6
             drain.contextSwitches = Double(usage.contextSwitches) / Double(count)
+            let scraped = try await runProcess("/usr/bin/curl", ["-s", "http://\(metrics)/metrics"]).stdout
+            drain.eventsPublished = Self.metric("thing_agent_events_published_total", in: scraped)
+            drain.eventsDropped = Self.metric("thing_agent_listener_events_dropped_total", in: scraped)
         }
         let info = try await runProcess(thingAgent, ["info", lastDevice, "--db", path, "--json"])
         guard info.status == 0, info.stdout.contains(marker) else {
             throw BenchError("`info \(lastDevice)` does not show the last report: \(info.stdout) \(info.stderr)")
         }
         return drain
+    }
+
+    /// A counter's value in Prometheus text (0 when absent).
+    static func metric(_ name: String, in text: String) -> Int {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Int(Double(line.split(separator: " ").last ?? "") ?? 0)
+        }
+        return 0
     }
 
     /// Starts the daemon, waits until it is subscribed, runs `body`, then stops it with SIGTERM.
@@ -87,7 +103,7 @@ struct ProcessBenchmarks {
                 process.standardError = FileHandle.nullDevice
                 let start = ContinuousClock.now
                 try process.run()
-                process.waitUntilExit()
+                waitForExit(process)
                 let elapsed = ContinuousClock.now - start
                 guard process.terminationStatus == 0 else {
                     throw BenchError("\(command.executable) \(command.arguments) exited \(process.terminationStatus)")

@@ -18,7 +18,7 @@ if let index = arguments.firstIndex(of: "--info-process"), index + 3 < arguments
     let cache = arguments[index + 2]
     for round in 1...3 {
         for executable in arguments[(index + 3)...] {
-            let (p50, p90) = try await infoProcessMilliseconds(executable: executable, cache: cache, devices: count)
+            let (p50, p90) = try infoProcessMilliseconds(executable: executable, cache: cache, devices: count)
             print("round \(round) \(executable): info p50 \(format(p50, 1)) ms, p90 \(format(p90, 1)) ms")
         }
     }
@@ -102,8 +102,20 @@ if section("ingest") || section("daemon") {
         report.add("`thing-agent run` on the backlog until `info` shows the last, event feed \(feed ? "on" : "off")",
                    "\(format(drain.perSecond)) msg/s",
                    "ratio \(format(drain.perSecond / raw, 2)), \(format(drain.cpuMicroseconds, 1)) µs CPU/msg "
-                   + "(ratio \(format(drain.cpuMicroseconds / rawCPU, 2))), \(format(drain.contextSwitches, 3)) switches/msg")
+                   + "(ratio \(format(drain.cpuMicroseconds / rawCPU, 2))), \(format(drain.contextSwitches, 3)) switches/msg"
+                   + (feed ? "; events published \(drain.eventsPublished), dropped \(drain.eventsDropped)" : ""))
     }
+}
+
+if section("stop") {
+    print("graceful stop: SIGTERM to exit while the daemon drains a backlog of QoS 1 reports")
+    let backlog = quick ? 20_000 : 100_000
+    let stops = try await StopBenchmark(broker: broker, directory: directory, thingAgent: binDirectory + "/thing-agent")
+        .run(rounds: quick ? 3 : 10, backlog: backlog)
+    report.add("SIGTERM to exit, backlog of \(backlog) reports, p50 / max",
+               "\(format(Measure.percentile(stops.milliseconds, 50))) / \(format(stops.milliseconds.last ?? .nan)) ms",
+               "\(stops.milliseconds.count) stops; received before the stop: "
+               + "\(stops.received.first ?? -1)–\(stops.received.last ?? -1) of \(backlog)")
 }
 
 if section("latency") {
@@ -153,7 +165,7 @@ if section("cache") {
         if devices == 100_000 {
             let ns = try await deviceInfoNanoseconds(cache: path, devices: devices)
             report.add("deviceInfo in process, \(devices) devices", "\(format(ns)) ns/call")
-            let (p50, p90) = try await infoProcessMilliseconds(executable: binDirectory + "/thing-agent", cache: path,
+            let (p50, p90) = try infoProcessMilliseconds(executable: binDirectory + "/thing-agent", cache: path,
                                                                devices: devices)
             report.add("`thing-agent info` process, \(devices) devices, p50 / p90", "\(format(p50, 1)) / \(format(p90, 1)) ms")
             try compareWithSQLite(report, thingAgents: thingAgents, cache: path, devices: devices, quick: quick)

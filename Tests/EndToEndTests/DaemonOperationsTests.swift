@@ -44,7 +44,7 @@ struct DaemonOperationsTests {
                 socket.lines.contains("STATUS=1 devices; broker connected to \(broker.url)")
             }
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
             #expect(socket.lines.filter { $0 == "STOPPING=1" }.count == 1, "\(socket.lines)")
             await device.disconnect()
         }
@@ -92,7 +92,7 @@ struct DaemonOperationsTests {
             let daemon = try #require(harness.daemon)
             try await waitUntil(timeout: .seconds(20)) { socket.lines.contains("READY=1") }
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
             try await waitUntil(timeout: .seconds(10)) { socket.lines.contains("STOPPING=1") }
             #expect(!socket.lines.contains("WATCHDOG=1"), "WATCHDOG_PID names another process: \(socket.lines)")
         }
@@ -118,12 +118,12 @@ struct DaemonOperationsTests {
             let attributes = try FileManager.default.attributesOfItem(atPath: harness.database + ".lock")
             #expect((attributes[.posixPermissions] as? Int) == 0o600)
             first.signal(SIGTERM)
-            #expect(await first.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await first.waitForExit(timeout: DaemonProcess.hangBound) == 0)
 
             // Once the holder is gone, the next daemon starts.
             try await harness.startDaemon()
             harness.daemon?.signal(SIGTERM)
-            #expect(await harness.daemon?.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await harness.daemon?.waitForExit(timeout: DaemonProcess.hangBound) == 0)
         }
     }
 
@@ -151,7 +151,7 @@ struct DaemonOperationsTests {
                     "the second daemon migrated the cache")
             try await setVersion(latest)
             first.signal(SIGTERM)
-            #expect(await first.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await first.waitForExit(timeout: DaemonProcess.hangBound) == 0)
         }
     }
 
@@ -203,7 +203,7 @@ struct DaemonOperationsTests {
             #expect(daemon.isRunning)
             try await Self.expectServes(harness, broker, device: "hup1")
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
         }
     }
 
@@ -229,7 +229,7 @@ struct DaemonOperationsTests {
             #expect(lines.contains { $0.hasPrefix("<4>") && $0.contains("broker not reachable") }, "\(lines)")
             #expect(lines.allSatisfy { $0.hasPrefix("<") }, "\(lines)")
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
 
             // A JOURNAL_STREAM inherited from elsewhere (stderr is another file): plain lines.
             let other = try AgentHarness(broker: broker)
@@ -248,7 +248,7 @@ struct DaemonOperationsTests {
             try await harness.startDaemon(["--log-format", "json"])
             let daemon = try #require(harness.daemon)
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
             let lines = try daemon.log.split(separator: "\n").map { try JSONParser.parse(Array($0.utf8)) }
             let loaded = try #require(lines.first { $0["message"] == "cache loaded" })
             #expect(loaded["devices"] == .integer(0), "\(loaded.serialized())")

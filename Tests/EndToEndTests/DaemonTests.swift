@@ -112,7 +112,7 @@ struct DaemonTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
-    func sigtermStopsWithinTwoSecondsAndRestartKeepsEverything() async throws {
+    func sigtermExitsCleanlyAndTheCacheAloneKeepsEverything() async throws {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)
             try await harness.startDaemon()
@@ -126,7 +126,7 @@ struct DaemonTests {
             let daemon = try #require(harness.daemon)
             let stopped = ContinuousClock.now
             daemon.signal(SIGTERM)
-            let status = await daemon.waitForExit(timeout: .seconds(2))
+            let status = await daemon.waitForExit(timeout: DaemonProcess.hangBound)
             #expect(status == 0, "exit status \(String(describing: status)) after \(ContinuousClock.now - stopped)")
 
             // The broker goes away too: the cache alone answers.

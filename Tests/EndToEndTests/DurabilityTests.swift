@@ -54,7 +54,7 @@ struct DurabilityTests {
             try await harness.startDaemon()
             let daemon = try #require(harness.daemon)
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(2)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
 
             let device = try SimulatedDevice("late", brokerURL: broker.url)
             try await device.connect()

@@ -116,7 +116,7 @@ struct HostileInputTests {
             #expect(ids.allSatisfy(HostileCorpus.isValidDeviceID), "stored device ids: \(ids)")
             #expect(Set(victims).isSubset(of: Set(ids)))
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(2)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
             #expect(try await sqlite3(harness.database, "PRAGMA integrity_check") == "ok")
             await client.disconnect()
         }
@@ -138,7 +138,7 @@ struct HostileInputTests {
         ], logPath: database + ".log")
         try await waitUntil(timeout: .seconds(10)) { daemon.log.contains("cache loaded") }
         daemon.signal(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(2)) == 0)
+        #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
         _ = try await runCommand("/usr/bin/sqlite3", [database, """
             INSERT INTO devices (dev_id, name, first_seen, updated_at) VALUES ('kept', 'Kept', 1, 1)
             """])

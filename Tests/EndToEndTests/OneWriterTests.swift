@@ -3,6 +3,7 @@ import JSON
 import MQTT
 import Testing
 import TestSupport
+import ThingAgent
 
 /// While the daemon runs it is the cache's only writer: the CLI's edits, groups, networks and removals go to it
 /// over its API, so its answers show them at once.
@@ -11,6 +12,44 @@ struct OneWriterTests {
     /// One request to the daemon's API with an MQTT client of the test's own, and its answer.
     static func ask(_ harness: AgentHarness, _ method: String, _ request: JSONObject) async throws -> JSONValue {
         try await askAPI(harness.broker.url, daemon: harness.clientID, method, request)
+    }
+
+    /// A command that does the daemon's work while none runs holds the cache's lock for as long as it waits (here a
+    /// set to a device that never answers): `detail` meanwhile shows the page read-only, and a daemon started
+    /// meanwhile waits for it, saying so, and then starts.
+    @Test(.timeLimit(.minutes(2)))
+    func aDaemonStartedWhileACommandHoldsTheCacheWaitsForIt() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker)
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("mute1", brokerURL: broker.url)
+            try await device.connect()
+            try await device.info(#"{"name":"Mute","productId":"p-light-1"}"#, time: t0)
+            try await device.status(true, time: t0)
+            _ = try await harness.waitForInfo("mute1") { $0["online"] == true }
+            try await harness.stopDaemon()
+
+            let command = try DaemonProcess(thingAgentExecutable(), [
+                "set", "mute1", "switch_1=true", "--timeout", "12", "--broker", broker.url, "--db", harness.database,
+            ], logPath: harness.directory + "/set.out")
+            try await waitUntil(timeout: .seconds(20)) {
+                (try? CacheLock(cache: harness.database, holder: .command("probe"))) == nil || !command.isRunning
+            }
+            #expect(command.isRunning, "\(command.log)")
+            // detail, which cannot take the cache meanwhile, shows the page from the file, read-only.
+            let detail = try await harness.cli(["detail", "mute1"])
+            #expect(detail.status == 0, "\(detail.stderr)")
+            #expect(detail.stdout.contains("Device mute1"), "\(detail.stdout)")
+            #expect(detail.stderr.contains("in use by the command 'thing-agent set'")
+                    && detail.stderr.contains("the page is read from the file"), "\(detail.stderr)")
+            #expect(command.isRunning, "the set ended before the checks: \(command.log)")
+            try await harness.startDaemon(timeout: .seconds(60))
+            let daemon = try #require(harness.daemon)
+            #expect(daemon.log.contains("a command holds the cache while no daemon runs: waiting for it"), "\(daemon.log)")
+            #expect(await command.waitForExit(timeout: .seconds(30)) == 5, "\(command.log)")
+            await device.disconnect()
+            try await harness.stopDaemon()
+        }
     }
 
     @Test(.timeLimit(.minutes(2)))

@@ -116,6 +116,61 @@ struct PairCommandTests {
         }
     }
 
+    /// Pairs and activates `device` through the daemon (the CLI's `pair --json`, the device as mosquitto_sub/pub);
+    /// returns the device's own password, once it reported with it.
+    static func pairedDevice(_ device: String, _ broker: MosquittoBroker, _ harness: AgentHarness) async throws -> String {
+        let made = try await harness.cli(["pair", "--json"] + cliUser)
+        let pairing = try JSONParser.parse(made.stdout)
+        let answer = try await activate(broker, user: try #require(pairing["username"]?.stringValue),
+                                        password: try #require(pairing["password"]?.stringValue),
+                                        token: try #require(pairing["token"]?.stringValue), device: device,
+                                        in: harness.directory)
+        let password = try #require(answer["data"]?["password"]?.stringValue)
+        #expect(try await report(device, password, broker) == 0)
+        _ = try await harness.waitForInfo(device) { $0["online"] == true }
+        return password
+    }
+
+    /// The device's status published with its own credentials: mosquitto_pub's exit status (0: connected).
+    static func report(_ device: String, _ password: String, _ broker: MosquittoBroker) async throws -> Int32 {
+        try await runCommand("/usr/bin/mosquitto_pub", [
+            "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", device, "-u", device, "-P", password, "-q", "1", "-r",
+            "-t", "things/\(device)/thing/status", "-m", #"{"status":"online","time":\#(Int64(Date().timeIntervalSince1970 * 1000))}"#,
+        ]).status
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func removeWithNoDaemonDeletesTheCredentialsWhenItsUserMayElseSaysTheDaemonWill() async throws {
+        try await Self.withProvisionedDaemon { broker, harness in
+            let first = try await Self.pairedDevice("lamp-1", broker, harness)
+            let second = try await Self.pairedDevice("lamp-2", broker, harness)
+            try await harness.stopDaemon()
+            func remove(_ device: String, as user: [String]) async throws -> ProcessResult {
+                try await runCommand(thingAgentExecutable(), [
+                    "remove", device, "--broker", broker.url, "--db", harness.database, "--timeout", "3",
+                ] + user, environment: ["THING_AGENT_PROVISIONING": "true"])
+            }
+
+            // The operators' CLI user may not administer the plugin: the credentials stay, and it says so.
+            let deferred = try await remove("lamp-1", as: Self.cliUser)
+            #expect(deferred.status == 0, "\(deferred.stderr)")
+            #expect(deferred.stdout.contains("lamp-1: its broker credentials are deleted at the daemon's next start"),
+                    "\(deferred.stdout)")
+            #expect(try await Self.report("lamp-1", first, broker) == 0)
+
+            // The agent's own user may: the stand-in runs the daemon's access code and the device is refused at once.
+            let agentUser = ["--username", "thing-agent", "--password", Self.agentPassword]
+            let removed = try await remove("lamp-2", as: agentUser)
+            #expect(removed.status == 0, "\(removed.stderr)")
+            #expect(removed.stdout.contains("lamp-2: its broker credentials were deleted"), "\(removed.stdout)")
+            #expect(try await Self.report("lamp-2", second, broker) != 0)
+
+            // And the daemon's next start deletes what the first removal left.
+            try await harness.startDaemon()
+            try await waitUntil(timeout: .seconds(20)) { ((try? await Self.report("lamp-1", first, broker)) ?? 0) != 0 }
+        }
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func pairWaitExitsFiveAtExpiryAndBadFlagsAreUsageErrors() async throws {
         try await Self.withProvisionedDaemon { broker, harness in

@@ -93,7 +93,7 @@ struct ScenesGroupsLinksTests {
             #expect(daemon.log.contains("the cache's versions stay"), "\(daemon.log)")
             // Restarted, the daemon imports nothing again.
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
             try await harness.startDaemon(config)
             let listed = try JSONParser.parse(try await harness.cli(["scene", "list", "--json"] + config).stdout)
             #expect(listed.arrayValue?.compactMap { $0["name"]?.stringValue } == ["evening", "late", "movie"])
@@ -180,7 +180,7 @@ struct ScenesGroupsLinksTests {
             try await waitUntil(timeout: .seconds(20)) { stairs.sets == [#"{"switch_1":true}"#] }
             let daemon = try #require(harness.daemon)
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
             try await harness.startDaemon(config)
             try await hall.device.properties(#"{"switch_1":false}"#, time: t0 + 20)
             try await waitUntil(timeout: .seconds(20)) {

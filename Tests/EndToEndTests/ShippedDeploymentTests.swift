@@ -99,7 +99,7 @@ struct ShippedDeploymentTests {
         // The agent stops; its persistent session queues what devices report meanwhile. A device connecting
         // with the agent's client id and a clean start would wipe that queue, if it could take the session.
         daemon.signal(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
         let codes = (1...20).map { "p\($0)" }
         for (index, code) in codes.enumerated() {
             try await device.properties("{\"\(code)\":\(index)}", time: t0 + 10 + Int64(index))
@@ -113,7 +113,7 @@ struct ShippedDeploymentTests {
             codes.allSatisfy { info["properties"]?[$0] != nil }
         }
         daemon.signal(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -146,11 +146,11 @@ struct ShippedDeploymentTests {
         try await waitUntil(timeout: .seconds(20)) { watch.log.contains("640") || !watch.isRunning }
         #expect(watch.isRunning, "watch ended: \(watch.log)")
         watch.signal(SIGINT)
-        #expect(await watch.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await watch.waitForExit(timeout: DaemonProcess.hangBound) == 0)
         answering.cancel()
         await device.disconnect()
         daemon.signal(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -180,7 +180,7 @@ struct ShippedDeploymentTests {
         playing.cancel()
         for device in [gwNew, gwOld, sub1] { await device.disconnect() }
         daemon.signal(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -202,6 +202,6 @@ struct ShippedDeploymentTests {
         await device.disconnect()
         await service.disconnect()
         daemon.signal(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
     }
 }

@@ -11,12 +11,9 @@ import ThingAgent
 /// topics, and its credentials work only with its own client id.
 @Suite("the shipped dynamic-security configuration", .serialized)
 struct ShippedDynsecConfigTests {
-    @Test(.timeLimit(.minutes(2)))
-    func aDevicePairsAndIsHeldToItsOwnTopicsOnTheShippedBroker() async throws {
-        let broker = try await ShippedDynsecBroker(admin: "thing-agent", password: "agent-secret")
-        defer { broker.stop() }
-        let directory = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+    /// The agent provisioning on the shipped broker as its plugin's admin, started (its task runs it).
+    static func startAgent(_ broker: ShippedDynsecBroker, _ directory: String,
+                           serviceUsers: [String] = []) async throws -> (Agent, Task<Void, any Error>) {
         var configuration = AgentConfiguration()
         configuration.broker = broker.loopbackURL
         configuration.username = "thing-agent"
@@ -24,11 +21,22 @@ struct ShippedDynsecConfigTests {
         configuration.clientID = "thing-agent"
         configuration.database = directory + "/cache.sqlite"
         configuration.provisioning = true
+        configuration.serviceUsers = serviceUsers
         let agent = try Agent(configuration: configuration)
         let started = Atomic<Bool>(false)
         let running = Task { try await agent.run(onStarted: { started.store(true, ordering: .relaxed) }) }
-        defer { running.cancel() }
         try await waitUntil(timeout: .seconds(30)) { started.load(ordering: .relaxed) || running.isCancelled }
+        return (agent, running)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aDevicePairsAndIsHeldToItsOwnTopicsOnTheShippedBroker() async throws {
+        let broker = try await ShippedDynsecBroker(admin: "thing-agent", password: "agent-secret")
+        defer { broker.stop() }
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (agent, running) = try await Self.startAgent(broker, directory)
+        defer { running.cancel() }
 
         let session = try await agent.pair(productId: "p-plug-1")
         let pairing = session.made.pairing.username
@@ -71,5 +79,55 @@ struct ShippedDynsecConfigTests {
         await impostor.disconnect()
         running.cancel()
         _ = try? await running.value
+    }
+
+    /// The roles the agent gives the operators' CLI and a service at start, in the shipped broker: the CLI may call
+    /// every API method and follows the event feed, the service calls only the methods that read (`ShippedBrokerConfigTests.readMethods`, as the static
+    /// ACL's example service).
+    @Test(.timeLimit(.minutes(2)))
+    func theCLIMayCallEveryAPIMethodAndFollowTheFeedAndAServiceOnlyTheReads() async throws {
+        let broker = try await ShippedDynsecBroker(admin: "thing-agent", password: "agent-secret")
+        defer { broker.stop() }
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The operator makes the two clients; the agent gives them their roles.
+        for (user, password) in [("thing-agent-cli", "cli-secret"), ("svc-dashboard", "svc-secret")] {
+            let made = try await runCommand("/usr/bin/mosquitto_ctrl", [
+                "-h", "127.0.0.1", "-p", "\(broker.loopbackPort)", "-u", "thing-agent", "-P", "agent-secret",
+                "dynsec", "createClient", user, "-p", password,
+            ])
+            #expect(made.status == 0, "\(made.stdout) \(made.stderr)")
+        }
+        let (_, running) = try await Self.startAgent(broker, directory, serviceUsers: ["svc-dashboard"])
+        // The roles stay at the broker; the agent is stopped so that it answers none of the probes.
+        running.cancel()
+        _ = try? await running.value
+
+        let witness = try await BrokerProbe.connect(try broker.client("thing-agent", password: "agent-secret",
+                                                                      clientID: "witness"),
+                                                    subscribing: ["thing-agent/#"])
+        let api = "thing-agent/api/thing-agent/request/"
+        let cli = try broker.client("thing-agent-cli", password: "cli-secret")
+        try await cli.connect()
+        try await expectAccess(cli, allowed: Agent.apiMethods.map { api + $0 }, denied: [],
+                               reaching: witness, marker: api + "info")
+        await cli.disconnect()
+        // transfer follows the daemon's event feed: the CLI reads it, fed by the agent's user.
+        let follower = try await BrokerProbe.connect(try broker.client("thing-agent-cli", password: "cli-secret"),
+                                                     subscribing: ["thing-agent/events/#", "thing-agent/agents/+/status"])
+        let feeder = try broker.client("thing-agent", password: "agent-secret", clientID: "feeder")
+        try await feeder.connect()
+        try await expectAccess(feeder, allowed: ["thing-agent/events/gw1/transfer"], denied: [],
+                               reaching: follower, marker: "thing-agent/agents/thing-agent/status")
+        await feeder.disconnect()
+        await follower.disconnect()
+        let service = try broker.client("svc-dashboard", password: "svc-secret")
+        try await service.connect()
+        let reads = ShippedBrokerConfigTests.readMethods
+        try await expectAccess(service, allowed: reads.map { api + $0 },
+                               denied: Agent.apiMethods.filter { !reads.contains($0) }.map { api + $0 },
+                               reaching: witness, marker: api + "info")
+        await service.disconnect()
+        await witness.disconnect()
     }
 }

@@ -35,9 +35,11 @@ struct SimulatorTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let (agent, running) = try await Self.startAgent(broker, directory: directory)
             defer { running.cancel() }
+            // A transfer takes four 1 s steps, so that the second start below comes while it runs (it is refused),
+            // however slowly the machine gets to it; the run lasts long enough for the transfer to finish.
             let simulator = try Self.simulate(broker, [
-                "--devices", "3", "--gateways", "2", "--subdevices", "2", "--seed", "1", "--duration", "10",
-                "--transfer-step", "0.2"], log: directory + "/simulate.log")
+                "--devices", "3", "--gateways", "2", "--subdevices", "2", "--seed", "1", "--duration", "25",
+                "--transfer-step", "1"], log: directory + "/simulate.log")
             try await waitUntil(timeout: .seconds(10)) {
                 agent.cache.count == 9 && agent.cache.all().allSatisfy { $0.online == true && $0.info.name != nil }
             }
@@ -95,11 +97,15 @@ struct SimulatorTests {
                 stages.append(info.status)
                 if info.status == .finish || info.status == .failed { break }
             }
-            #expect(stages == [.unknown, .deviceConfigInit, .deviceDataInit, .osConfigInit, .finish])
+            // The start is recorded once the gateway accepted, and its first report may come before that record
+            // (which then changes nothing: the transfer has moved on): `unknown` first, or not at all.
+            #expect(Array(stages.drop { $0 == .unknown }) == [.deviceConfigInit, .deviceDataInit, .osConfigInit, .finish],
+                    "\(stages)")
+            #expect(stages.filter { $0 == .unknown }.count <= 1, "\(stages)")
             #expect(Set(moving).isSubset(of: agent.cache.subDevices(of: new).map(\.id)))
 
             // When its time is up the simulator stops by itself and says every device is offline.
-            let status = await simulator.waitForExit(timeout: .seconds(30))
+            let status = await simulator.waitForExit(timeout: .seconds(60))
             #expect(status == 0, "\(simulator.log)")
             try await waitUntil { agent.cache.all().allSatisfy { $0.online == false } }
             #expect(simulator.log.contains("simulate: stopped"))

@@ -226,7 +226,7 @@ struct StorageFaultTests {
             defer { clearImmutable(harness.database) }
             let daemon = try #require(harness.daemon)
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(10)) == 0, "a held daemon did not stop: \(daemon.log.suffix(2000))")
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0, "a held daemon did not stop: \(daemon.log.suffix(2000))")
             clearImmutable(harness.database)
             try await harness.startDaemon()
             try await harness.waitForWholeStream("stop0", last: 100, timeout: .seconds(60))
@@ -254,7 +254,7 @@ struct StorageFaultTests {
                 #expect(fileMode(harness.database + suffix) == 0o600, "\(harness.database + suffix)")
             }
             daemon.signal(SIGTERM)
-            #expect(await daemon.waitForExit(timeout: .seconds(20)) == 0)
+            #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0)
 
             // A cache others can read (an older version made it 0644) keeps its mode, with a warning at start.
             #expect(chmod(harness.database, 0o644) == 0)

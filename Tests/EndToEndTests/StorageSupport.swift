@@ -38,7 +38,7 @@ extension AgentHarness {
     func stopCleanly(sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let daemon = try #require(daemon, sourceLocation: sourceLocation)
         daemon.signal(SIGTERM)
-        #expect(await daemon.waitForExit(timeout: .seconds(20)) == 0, "log: \(daemon.log.suffix(2000))",
+        #expect(await daemon.waitForExit(timeout: DaemonProcess.hangBound) == 0, "log: \(daemon.log.suffix(2000))",
                 sourceLocation: sourceLocation)
         #expect(try await sqlite3(database, "PRAGMA integrity_check") == "ok", sourceLocation: sourceLocation)
     }

@@ -26,19 +26,10 @@ struct CancellationTests {
     @Test("a publish waiting on a broker that stopped answering returns when its task is cancelled")
     func cancelledWaitReturns() async throws {
         try await withBroker { broker in
-            let client = try await connectedClient(testConfiguration(broker.url))
-            broker.pause()
-            defer { broker.resume() }
-            let started = Flag()
-            let task = Task {
-                started.set()
-                return await mqttError { try await client.publish("paused/broker", "x", qos: .atLeastOnce) }
+            let error = try await cancelledWhileBrokerPaused(broker) { client in
+                await mqttError { try await client.publish("paused/broker", "x", qos: .atLeastOnce) }
             }
-            try await waitUntil { started.isSet }
-            task.cancel()
-            #expect(await task.value?.kind == .notConnected)
-            broker.resume()
-            await client.disconnect()
+            #expect(error?.kind == .notConnected)
         }
     }
 }

@@ -42,15 +42,13 @@ struct ConnectionTests {
                 configuration.username = "agent"
                 configuration.password = "wrong"
             }
-            configuration.connectTimeout = .seconds(20)
+            // An hour: a refusal that waited for connectTimeout would run into the test's time limit.
+            configuration.connectTimeout = .seconds(3600)
             let client = try MQTTClient(configuration: configuration)
-            let started = ContinuousClock.now
             let error = await mqttError { try await client.connect() }
-            let elapsed = ContinuousClock.now - started
 
             #expect(error?.kind == .notAuthorized)
             #expect(error?.message.isEmpty == false)
-            #expect(elapsed < .seconds(10), "the refusal must not wait for connectTimeout")
             #expect(client.state == .idle)
             // No retry loop: the broker refused exactly one attempt, even a while later.
             try await Task.sleep(for: .milliseconds(700))
@@ -119,12 +117,11 @@ struct ConnectionTests {
     func closedPort() async throws {
         let port = try freeLoopbackPort()  // nothing listens there
         var configuration = testConfiguration("mqtt://127.0.0.1:\(port)")
-        configuration.connectTimeout = .seconds(20)
+        // An hour: a refused connection that waited for the timeout would run into the test's time limit.
+        configuration.connectTimeout = .seconds(3600)
         let client = try MQTTClient(configuration: configuration)
-        let started = ContinuousClock.now
         let error = await mqttError { try await client.connect() }
         #expect(error?.kind == .connectionRefused, "got \(String(describing: error))")
-        #expect(ContinuousClock.now - started < .seconds(10), "a refused connection must not wait for the timeout")
         #expect(client.state == .idle)
         await client.disconnect()
     }

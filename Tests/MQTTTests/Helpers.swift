@@ -95,3 +95,24 @@ final class Flag: Sendable {
     func set() { value.store(true, ordering: .releasing) }
     var isSet: Bool { value.load(ordering: .acquiring) }
 }
+
+/// Connects a client, pauses the broker, runs `operation` in a task and cancels that task once it runs; returns
+/// what it returned (the broker resumed and the client disconnected afterwards).
+func cancelledWhileBrokerPaused<T: Sendable>(
+    _ broker: MosquittoBroker, _ operation: @escaping @Sendable (MQTTClient) async -> T
+) async throws -> T {
+    let client = try await connectedClient(testConfiguration(broker.url))
+    broker.pause()
+    defer { broker.resume() }
+    let started = Flag()
+    let task = Task {
+        started.set()
+        return await operation(client)
+    }
+    try await waitUntil { started.isSet }
+    task.cancel()
+    let value = await task.value
+    broker.resume()
+    await client.disconnect()
+    return value
+}

@@ -92,6 +92,11 @@ public final class DaemonProcess: @unchecked Sendable {
     public var pid: Int32 { process.processIdentifier }
     public var isRunning: Bool { process.isRunning }
 
+    /// How long a test waits for an exit it expects before it calls it a hang: far beyond what load (the suite run
+    /// twice at once on two cores) makes of a stop, far inside the tests' time limits. How quickly a stop ends is
+    /// the bench's figure (`thing-agent-bench --only stop`), never a test's.
+    public static let hangBound: Duration = .seconds(30)
+
     public func signal(_ number: Int32) {
         if process.isRunning { kill(process.processIdentifier, number) }
     }

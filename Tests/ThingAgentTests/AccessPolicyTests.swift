@@ -40,7 +40,8 @@ struct AccessPolicyTests {
     @Test func theCLIReadsNoActivationAndServicesCannotStartUpgrades() {
         #expect(policy.cliRole.contains(.denyReceive("things/+/thing/activate")))
         #expect(policy.cliRole.contains(.denyReceive("things/+/thing/activate_response")))
-        #expect(policy.serviceRole.contains(.denySend("thing-agent/api/thing-agent/request/ota")))
+        #expect(policy.serviceControlRole.contains(.denySend("thing-agent/api/thing-agent/request/ota")))
         #expect(!policy.serviceRole.contains { $0.topic.hasPrefix("things/") })
+        #expect(!policy.serviceRole.contains { $0.topic.hasSuffix("#") && $0.type == "publishClientSend" })
     }
 }

@@ -60,19 +60,18 @@ struct AgentTests {
                 try await device.status(true, time: t0)
                 let manager = DeviceInfoManager(deviceId: "quiet", agent: agent)
                 try await waitUntil { manager.snapshot?.online == true }
-                let started = ContinuousClock.now
+                // The error names the call's 0.3 s, not the configured 2 s: the call's timeout is the one that ran.
                 await #expect(throws: RequestError.timeout(deviceId: "quiet", request: "info/get", seconds: 0.3)) {
                     try await manager.fetchData(timeout: .milliseconds(300))
                 }
-                #expect(ContinuousClock.now - started < .seconds(2))
 
                 try await device.status(false, time: t0 + 1)
                 try await waitUntil { manager.snapshot?.online == false }
-                let offlineStart = ContinuousClock.now
+                // An hour's timeout: a call that waited for an answer instead of failing at once would run into
+                // the test's time limit.
                 await #expect(throws: RequestError.deviceOffline(deviceId: "quiet")) {
-                    try await manager.fetchData()
+                    try await manager.fetchData(timeout: .seconds(3600))
                 }
-                #expect(ContinuousClock.now - offlineStart < .milliseconds(100))
                 await device.disconnect()
             }
         }

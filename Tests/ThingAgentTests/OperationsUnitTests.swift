@@ -91,7 +91,7 @@ struct CacheLockHolderTests {
         let directory = try makeTemporaryDirectory("many-locks")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let cache = directory + "/cache.sqlite"
-        let first = try CacheLock(cache: cache)
+        let first = try CacheLock(cache: cache, holder: .daemon(clientID: "unit-daemon"))
         // More locks after it: /proc/locks lists the newest first, so the holder's line is then past the first
         // 4 KiB, all that one read of a /proc file gives.
         var descriptors: [Int32] = []
@@ -101,8 +101,73 @@ struct CacheLockHolderTests {
             if fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 { descriptors.append(fd) }
         }
         #expect(descriptors.count == 150)
-        let held = #expect(throws: CacheLock.Held.self) { _ = try CacheLock(cache: cache) }
+        let held = #expect(throws: CacheLock.Held.self) { _ = try CacheLock(cache: cache, holder: .command("edit")) }
         #expect(held?.holder == getpid(), "\(String(describing: held))")
+        #expect(held?.heldBy == .daemon(clientID: "unit-daemon"))
         _ = first
+    }
+
+    @Test("the lock file says what holds it; a name left by an earlier holder is not taken for the current one")
+    func theFileNamesTheHolder() throws {
+        #expect(CacheLock.parse(CacheLock.text(.command("set"), pid: 42)) == (.command("set"), 42))
+        #expect(CacheLock.parse(CacheLock.text(.daemon(clientID: "agent 1"), pid: 7)) == (.daemon(clientID: "agent 1"), 7))
+        // The form before the holder was named: the daemon's client id alone.
+        #expect(CacheLock.parse("agent-1") == (.daemon(clientID: "agent-1"), nil))
+        #expect(CacheLock.parse("") == (nil, nil))
+
+        let directory = try makeTemporaryDirectory("stale-lock")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = directory + "/cache.sqlite"
+        // A daemon that crashed left its name; the next holder has taken the lock but not written yet.
+        try CacheLock.text(.daemon(clientID: "gone"), pid: 999_999).write(toFile: cache + ".lock", atomically: false,
+                                                                          encoding: .utf8)
+        let fd = open(cache + ".lock", O_RDWR)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0)
+        let held = #expect(throws: CacheLock.Held.self) { _ = try CacheLock(cache: cache, holder: .command("edit")) }
+        #expect(held?.heldBy == nil && held?.owner == nil, "\(String(describing: held))")
+        #expect(held?.written == .daemon(clientID: "gone"))
+        #expect(held?.description.contains("in use by another process with pid \(getpid())") == true)
+    }
+
+    /// The holder truncates the file and then writes it: a reader racing that write sees a prefix of the text.
+    @Test("a lock file read half-written names no holder yet, never a cut-off client id")
+    func aHalfWrittenLockFileIsNotYetKnown() throws {
+        let directory = try makeTemporaryDirectory("half-written-lock")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = directory + "/cache.sqlite"
+        let clientID = "thing-agent-gateway-7"
+        let daemon = try CacheLock(cache: cache, holder: .daemon(clientID: clientID))
+        defer { daemon.release() }
+        let full = Array(CacheLock.text(.daemon(clientID: clientID), pid: getpid()).utf8)
+        let writer = open(cache + ".lock", O_WRONLY)
+        #expect(writer >= 0)
+        defer { close(writer) }
+        var named = 0
+        for length in 0...full.count {
+            #expect(ftruncate(writer, 0) == 0)
+            #expect(pwrite(writer, full, length, 0) == length)
+            let held = #expect(throws: CacheLock.Held.self) { _ = try CacheLock(cache: cache, holder: .command("edit")) }
+            let prefix = String(decoding: full[..<length], as: UTF8.self)
+            for name in [held?.heldBy, held?.written, CacheLock.currentHolder(cache: cache)?.heldBy] {
+                #expect(name == nil || name == .daemon(clientID: clientID), "after \(length) bytes, \(prefix.debugDescription): \(String(describing: name))")
+            }
+            if held?.heldBy == .daemon(clientID: clientID) { named += 1 }
+        }
+        #expect(named == 1, "only the whole text names the daemon")
+        // Spaces that are part of a client id are kept; only the one after the colon is the format's.
+        #expect(CacheLock.parse("holder: daemon\npid: 7\nclient-id:  padded\n") == (.daemon(clientID: " padded"), 7))
+    }
+
+    @Test("a lock let go is emptied: the file names no one once its holder has gone")
+    func aReleasedLockNamesNoOne() throws {
+        let directory = try makeTemporaryDirectory("released-lock")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = directory + "/cache.sqlite"
+        var lock: CacheLock? = try CacheLock(cache: cache, holder: .command("set"))
+        #expect(try String(contentsOfFile: cache + ".lock", encoding: .utf8).contains("command: set"))
+        _ = lock
+        lock = nil
+        #expect(try String(contentsOfFile: cache + ".lock", encoding: .utf8).isEmpty)
     }
 }

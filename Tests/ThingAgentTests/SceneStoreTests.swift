@@ -61,6 +61,8 @@ struct SceneStoreTests {
             let listed = try await Self.ask(broker, agent, "scenes", JSONObject([("action", "list")]))
             #expect(listed["data"]?.arrayValue?.compactMap { $0["name"]?.stringValue } == ["evening", "movie"])
             #expect(listed["data"]?[1]?["description"] == "dim")
+            // The listing alone, on its own topic, answers the same.
+            #expect(try await Self.ask(broker, agent, "sceneList", JSONObject())["data"] == listed["data"])
 
             try agent.updateScene(Scene(name: "evening", actions: [Scene.Action(deviceId: "lamp", properties: ["switch_1": true])]))
             #expect(throws: EditError.sceneExists("evening")) {
@@ -72,6 +74,7 @@ struct SceneStoreTests {
             try agent.deleteScene(named: "movie")
             let links = try await Self.ask(broker, agent, "links", JSONObject([("action", "list")]))
             #expect(links["data"] == [])
+            #expect(try await Self.ask(broker, agent, "linkList", JSONObject())["data"] == [])
             serving.cancel()
             _ = try? await serving.value
 

@@ -46,6 +46,14 @@ final class AccessManager: Sendable {
         }
     }
 
+    /// A command's stand-in (no daemon runs): reads and repairs the broker's roles as the daemon's start does,
+    /// but leaves its own user's roles alone (changing them would drop the command's connections). Throws when
+    /// the command's broker user may not administer the plugin.
+    func prepareAsStandIn() async throws {
+        try await dynsec.connect()
+        try await gate.run { try await self.reconcile() }
+    }
+
     private func ensureOwnRole() async throws {
         try await syncFixedRole(AccessPolicy.agentRole, policy.agentRole)
         for attempt in 1...3 {
@@ -71,6 +79,7 @@ final class AccessManager: Sendable {
     private func reconcile() async throws {
         try await syncFixedRole(AccessPolicy.cliRole, policy.cliRole)
         try await syncFixedRole(AccessPolicy.serviceRole, policy.serviceRole)
+        try await syncFixedRole(AccessPolicy.serviceControlRole, policy.serviceControlRole)
         try await attach(AccessPolicy.cliUser, roles: [AccessPolicy.cliRole])
         for user in serviceUsers {
             let own = AccessPolicy.serviceReplies(user)

@@ -33,6 +33,12 @@ struct AccessPolicy: Sendable {
     static let cliRole = "thing-agent-cli"
     static let cliUser = "thing-agent-cli"
     static let serviceRole = "thing-agent-service"
+    /// Made at every start but given to no one: the operator gives it to a service that should also write
+    /// (`mosquitto_ctrl dynsec addClientRole USER thing-agent-service-control`).
+    static let serviceControlRole = "thing-agent-service-control"
+    /// The API methods that only read: all a service gets by default (`sceneList` and `linkList` list what
+    /// `scenes` and `links`, which also change them, list).
+    static let readMethods = ["info", "devices", "gateways", "pairings", "health", "firmware", "sceneList", "linkList"]
     static let devicePrefix = "device-"
     static let pairingPrefix = "pairing-"
 
@@ -97,19 +103,25 @@ struct AccessPolicy: Sendable {
         acls.formUnion([
             .subscribe("\(root)/+/thing/#"), .subscribe("thing-agent/agents/+/status"),
             .subscribe(replyPrefix + Self.cliUser + "/#"), .send("thing-agent/api/\(agentClientID)/request/#"),
+            // transfer follows the daemon's event feed for the stages of a replacement.
+            .subscribe(eventsTopic + "/#"),
             .denyReceive("\(root)/+/thing/activate"), .denyReceive("\(root)/+/thing/activate_response"),
         ])
         return acls
     }
 
-    /// Every service: the event feed, the agent's announcement, the API but its `ota` method (an upgrade names
-    /// any image; starting one is the operators' call).
+    /// Every service: the event feed, the agent's announcement, the API's methods that only read.
     var serviceRole: Set<RoleACL> {
         let api = "thing-agent/api/\(agentClientID)/request/"
-        return [
-            .subscribe(eventsTopic + "/#"), .subscribe("thing-agent/agents/+/status"), .send(api + "#"),
-            .denySend(api + "ota"),
-        ]
+        return Set(Self.readMethods.map { .send(api + $0) })
+            .union([.subscribe(eventsTopic + "/#"), .subscribe("thing-agent/agents/+/status")])
+    }
+
+    /// A service that also writes: every API method but `ota` (an upgrade names any image; starting one is the
+    /// operators' call).
+    var serviceControlRole: Set<RoleACL> {
+        let api = "thing-agent/api/\(agentClientID)/request/"
+        return [.send(api + "#"), .denySend(api + "ota")]
     }
 
     func serviceRepliesRole(_ user: String) -> Set<RoleACL> {

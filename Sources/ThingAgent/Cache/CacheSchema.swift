@@ -225,14 +225,14 @@ enum CacheSchema {
     static var deviceColumns: [String] { ["dev_id"] + DeviceInfo.fields.map(\.column) + stateColumns }
 
     /// Deletes everything the file keeps about a device: its cached row (properties and transfer go with it by
-    /// cascade), the local tables of migration 3, the upgrades of migration 5 and the provisioned device of
-    /// migration 7, which have no foreign keys to cascade from.
+    /// cascade), the local tables of migration 3, its scene actions and link memberships (`RemovalMoves`), the
+    /// upgrades of migration 5 and the provisioned device of migration 7, which have no foreign keys to cascade from.
     static func deleteDevice(_ id: String, in db: Database) throws -> Bool {
         try db.transaction(.immediate) {
             try db.run("DELETE FROM devices WHERE dev_id = ?", [.text(id)])
             let existed = db.changes > 0
             try db.run("DELETE FROM device_meta WHERE dev_id = ?", [.text(id)])
-            try db.run("DELETE FROM group_members WHERE dev_id = ?", [.text(id)])
+            try RemovalMoves.forget(id, now: Timestamp.now(), in: db)
             try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(id)])
             try db.run("DELETE FROM ota_upgrades WHERE dev_id = ?", [.text(id)])
             try db.run("DELETE FROM provisioned_devices WHERE dev_id = ?", [.text(id)])

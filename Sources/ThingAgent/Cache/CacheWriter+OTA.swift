@@ -20,13 +20,21 @@ extension CacheWriter {
         if let previous { watches.upgradeChanged(previous) }
     }
 
+    /// A start refused because the device's upgrade is still running: replacing its record would lose it.
+    struct UpgradeInProgress: Error {
+        let upgrade: OTAUpgrade
+    }
+
     /// Records that `device` is asked to install `image`: a new upgrade in stage `accepted`. Recorded before
-    /// `ota/start` is sent, so a progress report that follows the answer at once finds it.
+    /// `ota/start` is sent, so a progress report that follows the answer at once finds it. Throws
+    /// `UpgradeInProgress` while the device's upgrade runs: checked under the same lock as the change, so of two
+    /// starts at once exactly one is recorded.
     @discardableResult
     func recordUpgradeStart(device: String, from version: String?, image: FirmwareCatalog.Image,
                             now: Millis) throws -> OTAUpgrade? {
-        try changeUpgrade(device) { _ in
-            OTAUpgrade(deviceId: device, fromVersion: version, image: image, stage: .accepted, progress: 0,
+        try changeUpgrade(device) { current in
+            if let current, current.isRunning { throw UpgradeInProgress(upgrade: current) }
+            return OTAUpgrade(deviceId: device, fromVersion: version, image: image, stage: .accepted, progress: 0,
                        failedCode: "", startedAt: now, updatedAt: now, reportTime: 0, endedAt: nil)
         }
     }
@@ -93,7 +101,7 @@ extension CacheWriter {
     }
 
     /// The device's current upgrade after `body` made its change (nil from `body`: no change).
-    private func changeUpgrade(_ device: String, _ body: (OTAUpgrade?) -> OTAUpgrade?) throws -> OTAUpgrade? {
+    private func changeUpgrade(_ device: String, _ body: (OTAUpgrade?) throws -> OTAUpgrade?) throws -> OTAUpgrade? {
         let (current, changed) = try upgrades.change(device, persist: { next in
             try store.withLock { store in
                 guard let store else { return }

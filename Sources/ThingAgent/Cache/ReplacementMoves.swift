@@ -39,23 +39,12 @@ enum ReplacementMoves {
 
     /// Every scene action for the old gateway now sets the new one (same product, so the same codes).
     private static func moveScenes(_ old: String, _ new: String, _ now: Millis, _ db: Database) throws -> [String] {
-        var names: [String] = []
-        for row in try db.query("SELECT name, actions FROM scenes ORDER BY name") {
-            guard let name = row.string("name"), let text = row.string("actions"),
-                  let actions = (try? JSONParser.parse(text))?.arrayValue else { continue }
-            var changed = false
-            let rewritten = actions.map { action -> JSONValue in
-                guard var object = action.objectValue, object["device"]?.stringValue == old else { return action }
-                object["device"] = .string(new)
-                changed = true
-                return .object(object)
-            }
-            guard changed else { continue }
-            try db.run("UPDATE scenes SET actions = ?, updated_at = ? WHERE name = ?",
-                       [.text(JSONValue.array(rewritten).serialized()), .integer(now), .text(name)])
-            names.append(name)
-        }
-        return names
+        try SceneActions.rewrite(in: db, now: now) { action in
+            guard action["device"]?.stringValue == old else { return action }
+            var moved = action
+            moved["device"] = .string(new)
+            return moved
+        }.map(\.name)
     }
 
     /// Each link member on the old gateway moves to the new one (once: a member it already is stays as it is).

@@ -64,17 +64,21 @@ extension Agent {
 
     /// Removes a device: clears its retained status and info on the broker, publishes the unbind request
     /// (`R/D/thing/unbind`, `{"msgId","time"}`, QoS 1), and drops it from the cache (memory and SQLite, with its
-    /// local metadata, group memberships and backup networks). With provisioning on, its broker client and role
+    /// local metadata, group memberships, scene actions, link memberships and backup networks; a scene left with
+    /// no action and a link left with one member are deleted, and the daemon's links follow at once). Returns
+    /// what it was taken out of. With provisioning on, its broker client and role
     /// are deleted (a sub-device's topics leave its gateway's role) before this returns. A daemon on the same broker hears the unbind and
     /// drops it from its memory too. A later message from the device makes it known again.
     ///
     /// Needs the broker (throws `RequestError.notSent` without it, and removes nothing).
-    public func removeDevice(_ deviceId: String) async throws {
+    @discardableResult
+    public func removeDevice(_ deviceId: String) async throws -> DeviceRemoval {
         guard DeviceID.isValid(deviceId) else { throw EditError.invalid("'\(deviceId)' is not a device id") }
         guard cache.device(deviceId) != nil else { throw EditError.unknownDevice(deviceId) }
         guard client.state == .connected else {
             throw RequestError.notSent(reason: "not connected to the broker; nothing was removed")
         }
+        let standInAccess = await standInAccessForRemoval()
         do throws(MQTTError) {
             for topic in [topics.status(deviceId), topics.info(deviceId)] {
                 try await client.publish(topic, payload: [], qos: .atLeastOnce, retain: true)
@@ -83,12 +87,67 @@ extension Agent {
             try await client.publish(topics.unbind(deviceId), payload: JSONValue.object(unbind).serializedBytes(),
                                      qos: .atLeastOnce)
         } catch {
+            await standInAccess?.dynsec?.disconnect()
             throw RequestError.notSent(reason: "\(error)")
         }
+        var removal = try local?.references(of: deviceId) ?? DeviceRemoval(device: deviceId)
         try writer.remove(deviceId, now: Timestamp.now())
         // At once rather than at the flusher's next batch: the CLI exits right after.
         try writer.flush()
         // With provisioning, the device's broker client goes too: it can no longer connect, so it cannot come back.
-        if let provisioning { try await provisioning.access.sync() }
+        if let provisioning {
+            try await provisioning.access.sync()
+            removal.brokerCredentials = .deleted
+        } else if let standInAccess {
+            removal.brokerCredentials = await standInAccess.removeAsStandIn()
+        }
+        return removal
+    }
+
+    /// A stand-in's removal with provisioning configured: the daemon's access manager on the command's own
+    /// connection, read in line with the broker before the removal so that the sync after it deletes the
+    /// device's client and role as the daemon's would. Nil when provisioning is off or this is the daemon.
+    private func standInAccessForRemoval() async -> StandInAccess? {
+        guard isStandIn, configuration.provisioning else { return nil }
+        do {
+            let provisioning = try Self.makeProvisioning(configuration, cache: cache, logger: logger,
+                                                         clientID: configuration.commandClientID,
+                                                         timeout: min(configuration.requestTimeout, .seconds(10)))
+            do {
+                try await provisioning.access.prepareAsStandIn()
+            } catch {
+                await provisioning.access.dynsec.disconnect()
+                throw error
+            }
+            return StandInAccess(access: provisioning.access)
+        } catch {
+            logger.warning("cannot administer the broker's access: the removed device's credentials go at the "
+                           + "daemon's next start", metadata: ["error": "\(error)"])
+            return StandInAccess(failure: "\(error)")
+        }
+    }
+}
+
+/// The broker access a stand-in's removal uses, or why it has none.
+struct StandInAccess {
+    var access: AccessManager?
+    var failure: String?
+
+    init(access: AccessManager) { self.access = access }
+    init(failure: String) { self.failure = failure }
+
+    var dynsec: DynsecClient? { access?.dynsec }
+
+    func removeAsStandIn() async -> DeviceRemoval.BrokerCredentials {
+        guard let access else { return .leftForTheDaemon(failure ?? "no access") }
+        let outcome: DeviceRemoval.BrokerCredentials
+        do {
+            try await access.sync()
+            outcome = .deleted
+        } catch {
+            outcome = .leftForTheDaemon("\(error)")
+        }
+        await access.dynsec.disconnect()
+        return outcome
     }
 }

@@ -361,10 +361,16 @@ public final class LocalStore: Sendable {
     // MARK: removal
 
     /// Deletes everything kept about a device: its cached row (with properties and transfer), local metadata,
-    /// group memberships and backup networks. Returns whether it had a cached row.
+    /// group memberships, scene actions, link memberships and backup networks (a scene left with no action and a
+    /// link left with one member go too). Returns whether it had a cached row.
     @discardableResult
     public func deleteDevice(_ id: String) throws -> Bool {
         try withDatabase { db in try CacheSchema.deleteDevice(id, in: db) }
+    }
+
+    /// What removing the device would take it out of: groups, scene actions, links (`DeviceRemoval`).
+    public func references(of id: String) throws -> DeviceRemoval {
+        try withDatabase { db in try RemovalMoves.references(of: id, in: db) }
     }
 
     private func validate(_ devices: [String]) throws {

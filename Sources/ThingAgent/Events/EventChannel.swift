@@ -33,6 +33,14 @@ final class EventChannel: Sendable {
         return dropped
     }
 
+    /// Empties the queue; returns how many events it held.
+    func discard() -> Int {
+        state.withLock { state in
+            defer { state.buffer = [] }
+            return state.buffer.count
+        }
+    }
+
     func finish() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.finished = true
@@ -42,12 +50,17 @@ final class EventChannel: Sendable {
         waiter?.resume()
     }
 
-    /// Everything queued, waiting while there is nothing; nil once finished (or the task is cancelled) and drained.
-    func take() async -> [DeviceEvent]? {
+    /// What is queued, up to `limit` events (the rest stays queued, within the channel's bound), waiting while there
+    /// is nothing; nil once finished (or the task is cancelled) and drained.
+    func take(atMost limit: Int = .max) async -> [DeviceEvent]? {
         while true {
             let (batch, finished) = state.withLock { state -> ([DeviceEvent], Bool) in
-                defer { state.buffer = [] }
-                return (state.buffer, state.finished)
+                guard state.buffer.count > limit else {
+                    defer { state.buffer = [] }
+                    return (state.buffer, state.finished)
+                }
+                defer { state.buffer.removeFirst(limit) }
+                return (Array(state.buffer.prefix(limit)), state.finished)
             }
             if !batch.isEmpty { return batch }
             if finished || Task.isCancelled { return nil }
@@ -93,6 +106,17 @@ public struct DeviceEventStream: AsyncSequence, Sendable {
     }
 
     let registration: Registration
+
+    /// Everything queued at once (waiting while nothing is), for a consumer that handles events in batches; nil
+    /// once the stream ended. Not to be mixed with iterating the same stream.
+    func nextBatch(atMost limit: Int = .max) async -> [DeviceEvent]? {
+        await registration.channel.take(atMost: limit)
+    }
+
+    /// Empties the queue without handing the events on; returns how many it held.
+    func discardQueued() -> Int {
+        registration.channel.discard()
+    }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
         let registration: Registration

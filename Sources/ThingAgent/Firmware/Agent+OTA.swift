@@ -18,10 +18,58 @@ extension Agent {
     /// `accepted`), which the daemon then follows to its end: the device's info report with the target version
     /// (success), a `failed` progress report, the old version after a reboot (`rollback`), or no progress for
     /// `otaStallTimeout` (`timeout`). Only the daemon (`.service`) tracks upgrades.
+    /// An upgrade already in progress is not replaced (`.unsupported`, nothing sent): its record would be lost,
+    /// and the device, busy, would refuse anyway.
     public func startUpgrade(_ deviceId: String, image: FirmwareCatalog.Image,
                              timeout: Duration? = nil) async throws(RequestError) -> OTAUpgrade {
+        do {
+            return try await startUpgradeUnlessRunning(deviceId, image: image, timeout: timeout)
+        } catch {
+            switch error {
+            case .request(let error): throw error
+            case .inProgress: throw .unsupported(deviceId: deviceId, reason: error.reason)
+            }
+        }
+    }
+
+    /// Why a start did not happen: the device request's error, or an upgrade of the device still in progress.
+    enum UpgradeStartFailure: Error, CustomStringConvertible {
+        case request(RequestError)
+        case inProgress(OTAUpgrade)
+
+        var reason: String {
+            switch self {
+            case .request(let error): "\(error)"
+            case .inProgress(let running):
+                "an upgrade to \(running.image.version) is already in progress (stage \(running.stage.rawValue)); "
+                    + "a new one can start once it has ended (or otaStallTimeout ends it, should the device fall silent)"
+            }
+        }
+
+        var description: String {
+            if case .inProgress(let running) = self { "device \(running.deviceId): \(reason)" } else { reason }
+        }
+    }
+
+    /// `startUpgrade`, telling an upgrade in progress apart (the API answers it 409).
+    func startUpgradeUnlessRunning(_ deviceId: String, image: FirmwareCatalog.Image,
+                                   timeout: Duration?) async throws(UpgradeStartFailure) -> OTAUpgrade {
+        do {
+            return try await recordAndSendUpgrade(deviceId, image: image, timeout: timeout)
+        } catch let error as UpgradeStartFailure {
+            throw error
+        } catch let error as RequestError {
+            throw .request(error)
+        } catch {
+            throw .request(.notSent(reason: "\(error)"))
+        }
+    }
+
+    private func recordAndSendUpgrade(_ deviceId: String, image: FirmwareCatalog.Image,
+                                      timeout: Duration?) async throws -> OTAUpgrade {
         guard role == .service else {
-            throw .unsupported(deviceId: deviceId, reason: "firmware upgrades are tracked by the daemon (thing-agent run)")
+            throw RequestError.unsupported(deviceId: deviceId,
+                                           reason: "firmware upgrades are tracked by the daemon (thing-agent run)")
         }
         var data = JSONObject([("version", .string(image.version)), ("url", .string(image.url)),
                                ("sha256", .string(image.sha256))])
@@ -36,14 +84,19 @@ extension Agent {
                 throw RequestError.notSent(reason: "the upgrade could not be recorded")
             }
             recorded = started
+        } catch let running as CacheWriter.UpgradeInProgress {
+            throw UpgradeStartFailure.inProgress(running.upgrade)
+        } catch let error as RequestError {
+            throw error
         } catch {
-            throw .notSent(reason: "the upgrade could not be recorded in the cache: \(error)")
+            throw RequestError.notSent(reason: "the upgrade could not be recorded in the cache: \(error)")
         }
         do {
             _ = try await request(.otaStart, to: deviceId, data: .object(data), timeout: timeout)
         } catch {
-            // A timeout leaves it recorded: the device may have started all the same (the stall watch ends it).
-            if !error.isTimeout {
+            // A timeout, or a stop of the agent while it waited, leaves it recorded: `ota/start` may have reached the
+            // device, which may have started all the same (the stall watch ends it, here or in the next daemon).
+            if !error.isTimeout, error != .cancelled {
                 do {
                     try writer.restoreUpgrade(device: deviceId, previous)
                 } catch let failure {
@@ -71,7 +124,8 @@ extension Agent {
     /// upgrade (the answer is the recorded upgrade); `{"device": D, "status": true}` answers the device's latest
     /// upgrade (null when it never had one). Codes: 400 bad request, 404 unknown device, 409 device offline
     /// (nothing sent), 422 the catalog has nothing for the device's product, 424 the device refused (the message
-    /// names its code), 504 no answer, 503 not sent.
+    /// names its code), 504 no answer, 503 not sent; 409 also when an upgrade of the device is in progress (its
+    /// `error` is then absent, where an offline device's says `deviceOffline`).
     func apiOTA(_ request: JSONObject, device deviceId: String, snapshot: DeviceSnapshot) async throws -> JSONValue {
         if request["status"]?.boolValue == true {
             return upgrade(deviceId).map { .object($0.json) } ?? .null
@@ -84,10 +138,13 @@ extension Agent {
             }
             image = latest
         } else {
-            guard let version = request["version"]?.stringValue, FirmwareVersion(version) != nil else {
-                throw APIError(400, "'version' must be dotted numbers such as 1.5.0 (or pass \"latest\": true)")
+            guard let version = request["version"]?.stringValue, FirmwareCatalog.isVersion(version) else {
+                throw APIError(400, "'version' must be dotted numbers such as 1.5.0, at most "
+                               + "\(InputBounds.maxFirmwareVersionBytes) bytes (or pass \"latest\": true)")
             }
-            guard let url = request["url"]?.stringValue, !url.isEmpty else { throw APIError(400, "'url' is missing") }
+            guard let url = request["url"]?.stringValue, FirmwareCatalog.isURL(url) else {
+                throw APIError(400, "'url' must be a non-empty string of at most \(InputBounds.maxFirmwareURLBytes) bytes")
+            }
             guard let sha256 = request["sha256"]?.stringValue, FirmwareCatalog.isSHA256(sha256) else {
                 throw APIError(400, "'sha256' must be 64 hexadecimal digits")
             }
@@ -99,10 +156,12 @@ extension Agent {
             image = FirmwareCatalog.Image(version: version, url: url, sha256: sha256, size: size)
         }
         do {
-            return .object(try await startUpgrade(deviceId, image: image).json)
+            return .object(try await startUpgradeUnlessRunning(deviceId, image: image, timeout: nil).json)
         } catch {
+            guard case .request(let error) = error else { throw APIError(409, "\(error)") }
             switch error {
-            case .deviceOffline: throw APIError(409, "\(error)")
+            // Beside the message, the error itself: a client tells it from the other 409, an upgrade in progress.
+            case .deviceOffline: throw APIError(409, "\(error)", error: error.json)
             case .refused(let code, let message):
                 throw APIError(424, "\(deviceId) refused the upgrade with code \(code)"
                                + (message.map { ": \($0)" } ?? "") + (OTARefusal(code: code).map { " (\($0))" } ?? ""))

@@ -71,6 +71,7 @@ extension Agent {
     public static let apiMethods = [
         "info", "devices", "set", "edit", "group", "network", "remove", "detail", "health", "firmware", "ota",
         "fetch", "wifiScan", "gateways", "transfer", "scenes", "links", "groupSet", "pair", "pairRevoke", "pairings",
+        "sceneList", "linkList",
     ]
 
     /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
@@ -198,18 +199,21 @@ extension Agent {
             } catch let error as EditError {
                 throw APIError(error.apiCode, error.description)
             }
+        case "sceneList", "linkList":
+            // The listings alone, on topics of their own: an ACL can let a service read scenes and links without
+            // letting it change them (`scenes` and `links` also create and delete).
+            return (try listLocal(method == "sceneList" ? "scenes" : "links") ?? .null, [:])
         case "groupSet":
             return (try await apiGroupSet(request), [:])
         case "remove":
             let (id, _) = try known()
             do {
-                try await removeDevice(id)
+                return (.object(try await removeDevice(id).json), [:])
             } catch let error as EditError {
                 throw APIError(404, error.description)
             } catch {
                 throw APIError(503, "\(error)")
             }
-            return (.object(JSONObject([("removed", .string(id))])), [:])
         case "detail":
             let (id, _) = try known()
             return (try await apiDetail(id, request), [:])

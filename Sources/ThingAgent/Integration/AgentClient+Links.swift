@@ -5,7 +5,7 @@ import JSON
 extension AgentClient {
     /// Every scene the daemon keeps.
     public func scenes() async throws(AgentClientError) -> [Scene] {
-        let data = try await call("scenes", JSONObject([("action", "list")]))
+        let data = try await call("sceneList", JSONObject())
         return (data.arrayValue ?? []).compactMap { try? Scene(json: $0) }
     }
 
@@ -24,7 +24,7 @@ extension AgentClient {
 
     /// Every multi-control link the daemon keeps.
     public func links() async throws(AgentClientError) -> [DeviceLink] {
-        let data = try await call("links", JSONObject([("action", "list")]))
+        let data = try await call("linkList", JSONObject())
         return (data.arrayValue ?? []).compactMap { try? DeviceLink(json: $0) }
     }
 

@@ -70,11 +70,11 @@ public struct FirmwareCatalog: Sendable, Equatable {
         for key in entry.keys where !["version", "url", "sha256", "size", "notes"].contains(key) {
             throw fail("unknown key '\(key)'")
         }
-        guard let version = entry["version"]?.stringValue, FirmwareVersion(version) != nil else {
-            throw fail("'version' must be dotted numbers such as 1.10.0")
+        guard let version = entry["version"]?.stringValue, isVersion(version) else {
+            throw fail("'version' must be dotted numbers such as 1.10.0, at most \(InputBounds.maxFirmwareVersionBytes) bytes")
         }
-        guard let url = entry["url"]?.stringValue, !url.isEmpty, url.utf8.count <= 2048 else {
-            throw fail("'url' must be a non-empty string")
+        guard let url = entry["url"]?.stringValue, isURL(url) else {
+            throw fail("'url' must be a non-empty string of at most \(InputBounds.maxFirmwareURLBytes) bytes")
         }
         guard let sha256 = entry["sha256"]?.stringValue, isSHA256(sha256) else {
             throw fail("'sha256' must be 64 hexadecimal digits")
@@ -90,6 +90,16 @@ public struct FirmwareCatalog: Sendable, Equatable {
             notes = text
         }
         return Image(version: version, url: url, sha256: sha256, size: size, notes: notes)
+    }
+
+    /// Dotted numbers (`FirmwareVersion`) within `InputBounds.maxFirmwareVersionBytes`.
+    public static func isVersion(_ text: String) -> Bool {
+        text.utf8.count <= InputBounds.maxFirmwareVersionBytes && FirmwareVersion(text) != nil
+    }
+
+    /// A non-empty image address within `InputBounds.maxFirmwareURLBytes`.
+    public static func isURL(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= InputBounds.maxFirmwareURLBytes
     }
 
     /// 64 hexadecimal digits, either case.

@@ -6,12 +6,13 @@ extension Agent {
     func startMetricsServer() throws(MetricsServerError) -> HTTPServer? {
         guard role == .service, let text = configuration.metricsAddress else { return nil }
         guard let address = MetricsAddress(text) else {
-            throw MetricsServerError(message: "metricsAddress '\(text)' is not HOST:PORT")
+            throw MetricsServerError(message: "metricsAddress '\(text)' is not HOST:PORT", restartCannotFix: true)
         }
         do {
             return try serveMetrics(on: address)
         } catch {
-            throw MetricsServerError(message: "cannot serve metrics and health on metricsAddress '\(text)': \(error)")
+            throw MetricsServerError(message: "cannot serve metrics and health on metricsAddress '\(text)': \(error)",
+                                     restartCannotFix: (error as? HTTPServerError)?.libraryMissing ?? false)
         }
     }
 
@@ -32,8 +33,11 @@ extension Agent {
     }
 }
 
-/// The metrics address cannot be served (taken, not local, not resolvable): the daemon stops before it connects.
+/// The metrics address cannot be served (taken, not local, not resolvable, libmicrohttpd missing): the daemon
+/// stops before it connects.
 public struct MetricsServerError: Error, CustomStringConvertible {
     public let message: String
+    /// A malformed address or a missing library: `run` exits 2, which the systemd unit does not restart.
+    public let restartCannotFix: Bool
     public var description: String { message }
 }

@@ -79,7 +79,8 @@ extension Agent {
         out.single("thing_agent_events_published_total", .counter, "Events published on the events topics.",
                    Double(integration.eventsPublished))
         out.single("thing_agent_events_not_sent_total", .counter,
-                   "Events that could not be published (not connected).", Double(integration.eventsNotSent))
+                   "Events not acknowledged: not connected, connection lost (QoS 1 may still arrive later), or stopped.",
+                   Double(integration.eventsNotSent))
 
         if let provisioning = provisioningCounters {
             out.family("thing_agent_activations_total", .counter,

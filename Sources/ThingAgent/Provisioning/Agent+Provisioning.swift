@@ -289,8 +289,9 @@ extension Agent {
 
 extension Agent {
     /// The daemon's provisioning over the cache file and an administration connection of the agent's own user.
-    static func makeProvisioning(_ configuration: AgentConfiguration, cache: DeviceCache,
-                                 logger: AgentLogger) throws -> Provisioning {
+    /// `clientID` names the administration connection (`<it>-access`); `timeout` bounds each plugin command.
+    static func makeProvisioning(_ configuration: AgentConfiguration, cache: DeviceCache, logger: AgentLogger,
+                                 clientID: String? = nil, timeout: Duration? = nil) throws -> Provisioning {
         guard let user = configuration.username else {
             throw AgentConfiguration.Error(message: "provisioning needs the agent's broker user (username), the "
                                            + "dynamic-security plugin's admin")
@@ -300,9 +301,10 @@ extension Agent {
             throw AgentConfiguration.Error(message: "serviceUsers must not list '\(wrong)': it is the agent's or the "
                                            + "operators' CLI broker user, not a service's")
         }
-        var mqtt = configuration.mqtt(clientID: configuration.clientID + "-access")
+        var mqtt = configuration.mqtt(clientID: (clientID ?? configuration.clientID) + "-access")
         mqtt.cleanSession = true
-        let dynsec = try DynsecClient(configuration: mqtt, timeout: max(configuration.requestTimeout, .seconds(10)))
+        let dynsec = try DynsecClient(configuration: mqtt,
+                                      timeout: timeout ?? max(configuration.requestTimeout, .seconds(10)))
         let policy = AccessPolicy(topics: configuration.topics, agentClientID: configuration.clientID,
                                   eventsTopic: configuration.eventsTopic, replyPrefix: configuration.replyPrefix)
         let store = try PairingStore(path: configuration.database)

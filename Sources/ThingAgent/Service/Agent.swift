@@ -77,6 +77,11 @@ public final class Agent: Sendable {
                       shouldStop: shouldStop)
     }
 
+    /// How long a starting daemon waits for a CLI command that holds the cache's lock (a `transfer` with no
+    /// daemon holds it up to its stall timeout, 120 s by default): under systemd's start timeout of the shipped
+    /// unit (300 s), so that systemd does not kill the waiting daemon.
+    static let commandLockWait: Duration = .seconds(240)
+
     /// The service (or its stand-in), or an observer.
     package init(configuration: AgentConfiguration, role: Role, logger: AgentLogger = .disabled,
                  lockCache: Bool = false, standIn: Bool = false,
@@ -101,7 +106,14 @@ public final class Agent: Sendable {
             let database = configuration.database
             let opened: CacheStore
             if lockCache {
-                (cacheLock, opened) = try CacheLock.lockThenOpen(cache: database, owner: configuration.clientID) { try CacheStore(path: database) }
+                (cacheLock, opened) = try CacheLock.lockThenOpen(
+                    cache: database, holder: .daemon(clientID: configuration.clientID),
+                    commandWait: Self.commandLockWait,
+                    waiting: { held in
+                        logger.notice("a command holds the cache while no daemon runs: waiting for it", metadata: [
+                            "pid": held.holder.map { "\($0)" } ?? "?", "lock": held.lockFile,
+                            "holder": "\(held)", "atMost": "\(Int(Self.commandLockWait.seconds)) s"])
+                    }, shouldStop: shouldStop) { try CacheStore(path: database) }
             } else {
                 opened = try CacheStore(path: database)
                 cacheLock = nil
@@ -381,6 +393,8 @@ public final class Agent: Sendable {
         }
         tracker.cancelAll()
         events.finishAll()
+        // Everything is written: the file is the next writer's (a daemon starting again, a command).
+        cacheLock?.release()
         // A short-lived CLI client stopping is not news on every command's stderr.
         logger.log(role == .service && !isStandIn ? .info : .debug, "stopped")
     }

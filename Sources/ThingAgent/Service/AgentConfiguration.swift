@@ -113,6 +113,8 @@ public struct AgentConfiguration: Sendable, Equatable {
         mqtt.protocolVersion = mqttVersion
         mqtt.reconnectMinDelay = reconnectMinDelay
         mqtt.reconnectMaxDelay = reconnectMaxDelay
+        // Room for a whole batch of the event feed (and more sets in flight) without waiting in the library.
+        mqtt.sendMaximum = EventPublisher.batchLimit * 2
         return mqtt
     }
 

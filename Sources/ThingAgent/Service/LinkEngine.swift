@@ -115,6 +115,20 @@ final class LinkEngine: Sendable {
         }
     }
 
+    /// A removed device leaves every link at once (the flush that deletes its rows takes it out of the file's):
+    /// a link left with fewer than two members goes.
+    func removed(_ device: String) {
+        state.withLock { state in
+            guard state.byMember.keys.contains(where: { $0.deviceId == device }) else { return }
+            let kept = state.links.compactMap { link -> DeviceLink? in
+                let members = link.members.filter { $0.deviceId != device }
+                return members.count < 2 ? nil : DeviceLink(name: link.name, members: members, createdAt: link.createdAt)
+            }
+            state.load(kept)
+            hasLinks.store(!kept.isEmpty, ordering: .releasing)
+        }
+    }
+
     func changed(_ changes: AppliedChanges, on device: String) {
         guard hasLinks.load(ordering: .acquiring) else { return }
         if let old = changes.replacedGateway { replaced(old, by: device) }

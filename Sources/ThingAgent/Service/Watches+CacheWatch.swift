@@ -25,5 +25,4 @@ extension LinkEngine: CacheWatch {
         changed(changes, on: device)
     }
 
-    func removed(_ device: String) {}
 }

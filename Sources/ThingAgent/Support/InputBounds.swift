@@ -5,6 +5,12 @@ public enum InputBounds {
     /// value and far inside what `Duration` and Int64 milliseconds hold (`Duration.seconds(1e300)` traps).
     public static let maxSeconds: Double = 1_000_000_000
 
+    /// The longest firmware image URL an upgrade may name (catalog, flag, API request), in bytes: far beyond any
+    /// real download address, and it goes to the device in `ota/start`, a small message.
+    public static let maxFirmwareURLBytes = 2048
+    /// The longest firmware version, in bytes (`1.10.0-beta.3` is 13); it is stored, compared and shown everywhere.
+    public static let maxFirmwareVersionBytes = 64
+
     /// `value` seconds as a checked number: finite, at most `maxSeconds`, above zero (or zero when `allowZero`).
     public static func seconds(_ value: Double, allowZero: Bool = false) -> Double? {
         guard value.isFinite, value <= maxSeconds, value > 0 || (allowZero && value == 0) else { return nil }

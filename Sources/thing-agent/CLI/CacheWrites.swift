@@ -9,16 +9,21 @@ enum CacheWriteAccess {
     case here(CacheLock)
 
     /// Finds out who writes the cache: a daemon holding the lock names itself in the lock file; another command
-    /// holding it for a moment is waited for (a few seconds at most).
-    static func find(_ configuration: AgentConfiguration) async throws -> CacheWriteAccess {
+    /// holding it (`command` is this one's name, written into the file while it holds it) is waited for, a few
+    /// seconds at most, and then named in the error.
+    static func find(_ configuration: AgentConfiguration, command: String) async throws -> CacheWriteAccess {
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(5)
         while true {
             do {
-                return .here(try CacheLock(cache: configuration.database))
+                return .here(try CacheLock(cache: configuration.database, holder: .command(command)))
             } catch let held as CacheLock.Held {
-                if let owner = held.owner, !owner.isEmpty { return .daemon(clientID: owner) }
-                guard clock.now < deadline else { throw CommandFailure(code: .failure, message: held.description) }
+                if let owner = held.owner { return .daemon(clientID: owner) }
+                if clock.now >= deadline {
+                    // Still no pid of the holder's own in the file: a daemon whose pids this process cannot see.
+                    if case .daemon(let clientID)? = held.written, held.heldBy == nil { return .daemon(clientID: clientID) }
+                    throw CommandFailure(code: .failure, message: held.description)
+                }
                 try await Task.sleep(for: .milliseconds(20))
             } catch {
                 throw CommandFailure(code: .failure, message: "\(error)")
@@ -36,7 +41,7 @@ extension Command {
     /// Who writes the cache (`CacheWriteAccess.find`), for a cache file that must exist already.
     static func writeAccess(_ configuration: AgentConfiguration) async throws -> CacheWriteAccess {
         _ = try openExisting(configuration, verb: "open") { $0 }
-        return try await CacheWriteAccess.find(configuration)
+        return try await CacheWriteAccess.find(configuration, command: spec.name)
     }
 
     /// Applies a change to the local tables: through the daemon when one holds the cache (so its answers show the

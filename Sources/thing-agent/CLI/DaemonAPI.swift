@@ -12,6 +12,13 @@ struct DaemonAPI {
     struct Refusal: Error {
         let code: Int
         let message: String
+        /// The device request's error the daemon answered beside the code, when it gave one.
+        var error: RequestError? = nil
+
+        /// `ota`'s 409 for an offline device (its other 409 is an upgrade already in progress).
+        var isDeviceOffline: Bool {
+            if case .deviceOffline? = error { code == 409 } else { false }
+        }
     }
 
     /// A client of the daemon. Its answers come under the user's own name, as the shipped ACL lets every user read
@@ -43,7 +50,9 @@ struct DaemonAPI {
             return data
         } catch {
             await client.disconnect()
-            if case .refused(let code, let message, _) = error { throw Refusal(code: code, message: message) }
+            if case .refused(let code, let message, let error) = error {
+                throw Refusal(code: code, message: message, error: error)
+            }
             throw failure(error)
         }
     }

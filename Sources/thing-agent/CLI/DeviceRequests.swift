@@ -6,7 +6,7 @@ extension Command {
     /// Opens the request path, connects, runs `body` and closes.
     static func withRequests<T: Sendable>(_ configuration: AgentConfiguration,
                                           _ body: (DeviceRequests) async throws -> T) async throws -> T {
-        let requests = try await DeviceRequests.open(configuration)
+        let requests = try await DeviceRequests.open(configuration, command: spec.name)
         return try await requests.closing {
             try await requests.connect()
             return try await body(requests)
@@ -37,9 +37,9 @@ final class DeviceRequests: Sendable {
     }
 
     /// Finds the writer and prepares its path without connecting, so that checks which need no broker come first.
-    /// The cache file need not exist yet (the stand-in makes it).
-    static func open(_ configuration: AgentConfiguration) async throws -> DeviceRequests {
-        switch try await CacheWriteAccess.find(configuration) {
+    /// The cache file need not exist yet (the stand-in makes it). `command`: the subcommand, named in the lock file.
+    static func open(_ configuration: AgentConfiguration, command: String) async throws -> DeviceRequests {
+        switch try await CacheWriteAccess.find(configuration, command: command) {
         case .daemon(let clientID):
             return DeviceRequests(.daemon(try DaemonAPI(configuration: configuration, daemon: clientID).client()),
                                   configuration: configuration, lock: nil)
@@ -164,12 +164,17 @@ final class DeviceRequests: Sendable {
         case .daemon(let client) where connected:
             return try await daemon { try await client.detail(deviceId, layout: layout, timeout: configuration.requestTimeout) }
         case .daemon:
-            // An observer that is never started: the file read-only, the live check failing for want of a broker.
-            let observer = try Agent(configuration: configuration, role: .observer)
-            return await DeviceDetailComposer(agent: observer, config: observer.detailConfig).compose(deviceId)
+            return try await Self.readOnlyDetail(deviceId, configuration)
         case .here(let agent):
             return await DeviceDetailComposer(agent: agent, config: agent.detailConfig).compose(deviceId)
         }
+    }
+
+    /// The page from an observer that is never started: the file read-only, the live check failing for want of a
+    /// broker.
+    static func readOnlyDetail(_ deviceId: String, _ configuration: AgentConfiguration) async throws -> DeviceDetail {
+        let observer = try Agent(configuration: configuration, role: .observer)
+        return await DeviceDetailComposer(agent: observer, config: observer.detailConfig).compose(deviceId)
     }
 
     func runScene(_ scene: Scene, force: Bool) async -> SceneReport {

@@ -34,12 +34,27 @@ enum DetailCommand: Command {
         if let file = arguments.value("detail-config") { configuration.detailConfig = file }
         _ = try requireKnown(device, configuration)
         let layout = try configuration.detailConfig.map { try detailLayout($0) }
-        let requests = try await DeviceRequests.open(configuration)
-        let detail = try await requests.closing {
+        let detail: DeviceDetail
+        let opened: DeviceRequests
+        do {
+            opened = try await DeviceRequests.open(configuration, command: spec.name)
+        } catch let failure as CommandFailure {
+            // No daemon, and the cache cannot be taken for writing (another command holds it, or this user may only
+            // read the file): the page is still shown from the file, read-only, the live check failing.
+            guard let page = try? await DeviceRequests.readOnlyDetail(device, configuration) else { throw failure }
+            Console.error("\(failure.message); the page is read from the file, with no live check")
+            return show(page, arguments)
+        }
+        let requests = opened
+        detail = try await requests.closing {
             // Without a broker the page is still shown; only the live check fails.
             let connected = (try? await requests.connect()) != nil
             return try await requests.detail(device, layout: layout, connected: connected)
         }
+        return show(detail, arguments)
+    }
+
+    private static func show(_ detail: DeviceDetail, _ arguments: ParsedArguments) -> ExitCode {
         if arguments.has("json") {
             Format.printJSON(.object(detail.json))
         } else {

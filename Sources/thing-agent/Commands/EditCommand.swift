@@ -103,8 +103,11 @@ enum RemoveCommand: Command {
         options: [daemonTimeoutOption] + CommonOptions.options,
         discussion: """
             Publishes empty retained messages on R/D/thing/status and R/D/thing/info, then {"msgId","time"} on
-            R/D/thing/unbind (QoS 1), and deletes the device with its local metadata, group memberships and
-            backup networks from the cache file. While the daemon runs, it does all of this (its API's remove
+            R/D/thing/unbind (QoS 1), and deletes the device with its local metadata, group memberships, scene
+            actions, link memberships and backup networks from the cache file (a scene left with no action and a
+            link left with one member are deleted; the output names them). With provisioning, the device's broker
+            client and role are deleted too; with no daemon the command does it when its broker user may
+            administer the plugin (the agent's user), else it says that the daemon's next start will. While the daemon runs, it does all of this (its API's remove
             method); without a daemon the command does it. A later message from the device makes it known again.
 
             """ + ExitCode.table)
@@ -114,11 +117,12 @@ enum RemoveCommand: Command {
         var configuration = try CommonOptions.configuration(arguments)
         try applyTimeout(arguments, to: &configuration)
         _ = try requireKnown(device, configuration)
+        let removal: DeviceRemoval
         switch try await writeAccess(configuration) {
         case .daemon(let clientID):
             do {
-                _ = try await DaemonAPI(configuration: configuration, daemon: clientID)
-                    .call("remove", JSONObject([("device", .string(device))]))
+                removal = DeviceRemoval(json: try await DaemonAPI(configuration: configuration, daemon: clientID)
+                    .call("remove", JSONObject([("device", .string(device))])), device: device)
             } catch let refusal as DaemonAPI.Refusal {
                 throw CommandFailure(code: refusal.code == 503 ? .noBroker : .failure, message: refusal.message)
             }
@@ -128,7 +132,7 @@ enum RemoveCommand: Command {
                 let agent = try DeviceRequests.makeStandIn(configuration)
                 try await connect(agent, configuration)
                 do {
-                    try await agent.removeDevice(device)
+                    removal = try await agent.removeDevice(device)
                 } catch {
                     await agent.stop()
                     if let error = error as? RequestError { throw CommandFailure(code: .noBroker, message: error.description) }
@@ -138,6 +142,8 @@ enum RemoveCommand: Command {
             }
         }
         Console.out("\(device): removed (unbind published on \(configuration.topics.unbind(device)))")
+        if removal.touchedAnything { Console.out("\(device): taken out of \(removal.summary)") }
+        if let credentials = removal.credentialsSummary { Console.out("\(device): \(credentials)") }
         return .success
     }
 }

@@ -37,8 +37,10 @@ enum OTACommand: Command {
 
             Exits 0 only when the device reports the new version; 1 when the upgrade failed (with its
             failedCode: download, verify, flash, rollback, or the device's own) or no daemon runs on the
-            cache; 3 when the catalog has no image for the device's product; 4 when the device refused
-            (1003 bad data, 1006 busy, 1007 not applicable); 5 when no progress came for otaStallTimeout
+            cache (also when none has held it for 15 s while following: the upgrade goes on at the device);
+            3 when the catalog has no image for the device's product; 4 when the device refused (1003 bad
+            data, 1006 busy, 1007 not applicable) or an upgrade of it is already in progress (one at a
+            time per device); 5 when no progress came for otaStallTimeout
             seconds (default 300; recorded as failed with failedCode timeout) or --timeout passed;
             7 when the device is offline (nothing sent).
 
@@ -100,7 +102,7 @@ enum OTACommand: Command {
             started = try await DaemonAPI(configuration: configuration, daemon: daemon).call("ota", request)
         } catch let refusal as DaemonAPI.Refusal {
             await reports?.stop()
-            throw CommandFailure(code: exitCode(forAPI: refusal.code), message: refusal.message)
+            throw CommandFailure(code: exitCode(forAPI: refusal), message: refusal.message)
         } catch {
             await reports?.stop()
             throw error
@@ -109,7 +111,8 @@ enum OTACommand: Command {
         Console.out("\(deviceId): \((device.info.firmwareVersion ?? "unknown version").terminalSafe()) → \(image.version)")
         do {
             let code = try await follow(deviceId, startedAt: startedAt, reader: reader, reports: reports,
-                                        patience: patience, stall: configuration.otaStallTimeout.seconds)
+                                        patience: patience, stall: configuration.otaStallTimeout.seconds,
+                                        daemon: DaemonPresence(cache: configuration.database))
             await reports?.stop()
             return code
         } catch {
@@ -118,13 +121,15 @@ enum OTACommand: Command {
         }
     }
 
-    /// The upgrade the daemon records, read from the cache until it ends or `patience` runs out.
-    /// Follows the upgrade the daemon records in the cache until it ends or `patience` runs out, showing the
-    /// device's reports as they come.
+    /// Follows the upgrade the daemon records in the cache until it ends, `patience` runs out or the daemon is
+    /// gone (`daemon`: no daemon has held the cache for its grace; exit 1, as with no daemon at the start), showing
+    /// the device's reports as they come.
     static func follow(_ deviceId: String, startedAt: Millis, reader: CacheReader, reports: UpgradeReports?,
-                       patience: Double?, stall: Double) async throws -> ExitCode {
+                       patience: Double?, stall: Double, daemon: DaemonPresence) async throws -> ExitCode {
         var progress = UpgradeProgress()
         let deadline = patience.map { ContinuousClock.now + .seconds($0) }
+        var daemon = daemon
+        var nextDaemonCheck = ContinuousClock.now
         var last: OTAUpgrade?
         func showHeard() {
             guard let base = last else { return }
@@ -159,6 +164,18 @@ enum OTACommand: Command {
                     version; the upgrade may still be running (thing-agent info \(deviceId) shows it)
                     """)
             }
+            if ContinuousClock.now >= nextDaemonCheck {
+                nextDaemonCheck = ContinuousClock.now + .milliseconds(500)
+                if daemon.isGone() {
+                    progress.close()
+                    throw CommandFailure(code: .failure, message: """
+                        the daemon stopped: none has held the cache \(daemon.cache) for \
+                        \(Format.seconds(daemon.grace.seconds)) s, and only the daemon tracks the upgrade of \
+                        \(deviceId); the device goes on with it, and the daemon follows it again once it runs \
+                        (thing-agent info \(deviceId) shows it)
+                        """)
+                }
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
     }
@@ -190,11 +207,12 @@ enum OTACommand: Command {
         }
     }
 
-    /// The daemon API's codes for `ota` (Agent+OTA.swift) as exit codes.
-    static func exitCode(forAPI code: Int) -> ExitCode {
-        switch code {
+    /// The daemon API's codes for `ota` (Agent+OTA.swift) as exit codes; its 409 is an offline device, or an
+    /// upgrade already in progress (refused, as the busy device itself would).
+    static func exitCode(forAPI refusal: DaemonAPI.Refusal) -> ExitCode {
+        switch refusal.code {
         case 400: .usage
-        case 409: .offline
+        case 409: refusal.isDeviceOffline ? .offline : .refused
         case 422: .invalid
         case 424: .refused
         case 504: .timeout
@@ -207,11 +225,15 @@ enum OTACommand: Command {
     static func explicitImage(_ arguments: ParsedArguments) throws -> FirmwareCatalog.Image? {
         let given = ["version", "url", "sha256", "size"].filter { arguments.value($0) != nil }
         guard !given.isEmpty else { return nil }
-        guard let version = arguments.value("version"), FirmwareVersion(version) != nil else {
-            throw CommandFailure(code: .usage, message: "--version needs dotted numbers such as 1.5.0")
+        guard let version = arguments.value("version"), FirmwareCatalog.isVersion(version) else {
+            throw CommandFailure(code: .usage, message: "--version needs dotted numbers such as 1.5.0, at most "
+                                 + "\(InputBounds.maxFirmwareVersionBytes) bytes")
         }
-        guard let url = arguments.value("url"), !url.isEmpty else {
+        guard let url = arguments.value("url") else {
             throw CommandFailure(code: .usage, message: "--version needs --url U")
+        }
+        guard FirmwareCatalog.isURL(url) else {
+            throw CommandFailure(code: .usage, message: "--url needs an address of 1 to \(InputBounds.maxFirmwareURLBytes) bytes")
         }
         guard let sha256 = arguments.value("sha256"), FirmwareCatalog.isSHA256(sha256) else {
             throw CommandFailure(code: .usage, message: "--sha256 needs 64 hexadecimal digits")

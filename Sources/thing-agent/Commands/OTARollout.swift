@@ -52,7 +52,7 @@ struct OTARollout {
                     running[device.id] = (started["startedAt"]?.int64Value ?? 0, from, .now)
                     if !quiet { Console.out("\(device.id)  started (\((from ?? "?").terminalSafe()) → \(image.version))") }
                 } catch let refusal as DaemonAPI.Refusal {
-                    ended(Outcome(deviceId: device.id, from: from, result: refusal.code == 409 ? "offline" : "refused",
+                    ended(Outcome(deviceId: device.id, from: from, result: refusal.isDeviceOffline ? "offline" : "refused",
                                   detail: refusal.message.terminalSafe()))
                 } catch {
                     // No answer in time, or the broker went away: the rollout goes on and lists it (the daemon may

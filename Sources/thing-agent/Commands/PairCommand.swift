@@ -94,7 +94,14 @@ enum PairCommand: Command {
                 try await Task.sleep(for: .milliseconds(200))
             case .used:
                 let id = pairing.deviceId ?? ""
-                let device = try openCache(configuration).device(id)
+                // The claim is written before the device's info reaches the file (the daemon's next flush): wait a
+                // few seconds for it, so that the device printed is the one bound.
+                var device = try openCache(configuration).device(id)
+                let deadline = ContinuousClock.now + .seconds(5)
+                while device == nil, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(50))
+                    device = try openCache(configuration).device(id)
+                }
                 if arguments.has("json") {
                     Console.out(JSONValue.object(device?.json(now: now) ?? JSONObject([("devId", .string(id))])).serialized())
                 } else {

@@ -82,7 +82,7 @@ enum RunCommand: Command {
             outcome = .success
         } catch let error as MetricsServerError {
             logger.critical("\(error)")
-            outcome = .failure
+            outcome = error.restartCannotFix ? .usage : .failure
         } catch {
             logger.critical("\(error)")
             outcome = .noBroker

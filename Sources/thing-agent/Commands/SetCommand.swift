@@ -36,7 +36,7 @@ enum SetCommand: Command {
         var configuration = try CommonOptions.configuration(arguments)
         try applyTimeout(arguments, to: &configuration)
         let json = arguments.has("json"), force = arguments.has("force")
-        let requests = try await DeviceRequests.open(configuration)
+        let requests = try await DeviceRequests.open(configuration, command: spec.name)
         return try await requests.closing {
             // Checked before connecting: an invalid set or an offline device answers without a broker.
             do throws(RequestError) {

@@ -301,6 +301,9 @@ struct ProvisioningTests {
             #expect(try await canConnect(fleet.broker, user: other.made.pairing.username, password: other.made.password,
                                          clientID: fleet.configuration.clientID) == false)
             #expect(other.made.json["clientId"]?.stringValue == other.made.pairing.username)
+            // Revoked by its user name (the token is shown once): its credentials go.
+            #expect(try await agent.revokePairing(token: other.made.pairing.username).username == other.made.pairing.username)
+            #expect(try await canConnect(fleet.broker, user: other.made.pairing.username, password: other.made.password) == false)
         }
     }
 

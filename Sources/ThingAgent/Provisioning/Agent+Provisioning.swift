@@ -129,11 +129,14 @@ extension Agent {
     }
 
 
-    /// Revokes a pending pairing by its token; its bootstrap credentials go at once.
+    /// Revokes a pending pairing by its token, or by its bootstrap user name as `pair list` shows it (tokens are
+    /// shown once); its bootstrap credentials go at once.
     @discardableResult
     public func revokePairing(token: String) async throws -> Pairing {
         let provisioning = try requireProvisioning()
-        guard let (pairing, revoked) = try provisioning.store.revoke(tokenHash: Secrets.hash(token), now: Timestamp.now()) else {
+        let hash = token.hasPrefix(Secrets.bootstrapPrefix)
+            ? try provisioning.store.tokenHash(username: token) ?? Secrets.hash(token) : Secrets.hash(token)
+        guard let (pairing, revoked) = try provisioning.store.revoke(tokenHash: hash, now: Timestamp.now()) else {
             throw ProvisioningError(.notFound, "no pairing has this token")
         }
         guard revoked else {

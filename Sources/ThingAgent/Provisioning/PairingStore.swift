@@ -86,6 +86,15 @@ public final class PairingStore: Sendable {
         }
     }
 
+    /// The stored token hash of the pairing of bootstrap user `username` (for a revoke by user name).
+    func tokenHash(username: String) throws -> String? {
+        try withDatabase { db in
+            guard case .text(let hash)? = try db.scalar("SELECT token_hash FROM pairings WHERE username = ?",
+                                                        [.text(username)]) else { return nil }
+            return hash
+        }
+    }
+
     /// The activation succeeded: the pairing is used.
     func complete(_ username: String, now: Millis) throws {
         try withDatabase { db in

@@ -19,8 +19,10 @@ public final class SetFollower: Sendable {
 
     /// Subscribes to the device's set topic and answers from now on. With `reports` false the device answers but
     /// never reports the new value (a device that ignores what it was told); with `reportFirst` it reports the new
-    /// value before it answers (firmware does either).
-    public func start(reports: Bool = true, reportFirst: Bool = false) async throws {
+    /// value before it answers (firmware does either). `rewrite` changes the report's text (a device that reports
+    /// `20.0` when set to `20`).
+    public func start(reports: Bool = true, reportFirst: Bool = false,
+                      rewrite: (@Sendable (String) -> String)? = nil) async throws {
         let device = device
         let topic = device.topic("properties/set")
         let stream = device.client.messages
@@ -30,12 +32,13 @@ public final class SetFollower: Sendable {
                 let text = String(decoding: message.payload, as: UTF8.self)
                 guard let msgId = SimulatedDevice.msgId(in: text), let data = Self.data(in: text) else { continue }
                 self.received.withLock { $0.append(data) }
+                let report = rewrite?(data) ?? data
                 let now = Int64(Date().timeIntervalSince1970 * 1000)
-                if reports && reportFirst { try? await device.properties(data, time: now) }
+                if reports && reportFirst { try? await device.properties(report, time: now) }
                 try? await device.client.publish(topic + "_response",
                                                  payload: Array(#"{"msgId":"\#(msgId)","time":\#(now),"code":0}"#.utf8),
                                                  qos: .atLeastOnce)
-                if reports && !reportFirst { try? await device.properties(data, time: now) }
+                if reports && !reportFirst { try? await device.properties(report, time: now) }
             }
         }
         task.withLock { $0 = running }

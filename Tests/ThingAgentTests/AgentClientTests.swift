@@ -60,6 +60,14 @@ struct AgentClientTests {
                 let fetched = try await client.fetchInfo("bulb")
                 #expect(fetched["firmwareVersion"] == "2.0.0")
                 #expect(try client.device("bulb")?.info["firmwareVersion"] == "2.0.0", "in the file before the answer")
+                // A client with no cache file to read (another host, a container): the answer carries the info.
+                var remote = daemon.configuration
+                remote.database = NSTemporaryDirectory() + "no-such-dir-\(UUID().uuidString)/cache.sqlite"
+                let away = try AgentClient(configuration: remote)
+                try await away.connect()
+                let fetchedAway = try await away.fetchInfo("bulb")
+                #expect(fetchedAway["firmwareVersion"] == "2.0.0" && fetchedAway.devId == "bulb")
+                await away.disconnect()
                 await #expect(throws: RequestError.unsupported(
                     deviceId: "nosuch", reason: "not in the cache, so its abilities are unknown")) {
                     _ = try await client.scanWifiList("nosuch")

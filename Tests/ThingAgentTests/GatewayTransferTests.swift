@@ -229,12 +229,14 @@ struct GatewayTransferTests {
                 }
                 #expect(agent.cache.subDevices(of: "gwOld").count == 2)
 
-                // A report made before the verdict is stale; a finish made after it still wins.
+                // A report made before the verdict is stale; a finish made after it is the gateway's status, but
+                // the transfer this agent started is over: nothing moves, and it is counted.
                 try await fleet.report(.osConfigInit, time: t0 + 101)
                 try await fleet.report(.finish, time: Timestamp.current + 60_000)
                 try await waitUntil { log.statuses.last == .finish }
                 #expect(log.statuses == [.unknown, .deviceConfigInit, .failed, .finish])
-                #expect(agent.cache.subDevices(of: "gwNew").count == 2)
+                #expect(agent.statistics.guarded[.untrustedTransfer] == 1)
+                #expect(agent.cache.subDevices(of: "gwOld").count == 2 && agent.cache.subDevices(of: "gwNew").isEmpty)
                 answering.cancel()
                 await fleet.disconnect()
             }

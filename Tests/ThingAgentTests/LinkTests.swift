@@ -23,14 +23,15 @@ struct LinkTests {
 
     /// A device of `product`, online, with `properties` reported at t0, that follows the sets it gets.
     static func device(_ id: String, product: String, properties: String? = #"{"switch_1":false}"#,
-                       _ broker: MosquittoBroker, reportFirst: Bool = false) async throws -> SetFollower {
+                       _ broker: MosquittoBroker, reports: Bool = true, reportFirst: Bool = false,
+                       rewrite: (@Sendable (String) -> String)? = nil) async throws -> SetFollower {
         let device = try SimulatedDevice(id, brokerURL: broker.url)
         try await device.connect()
         try await device.info(#"{"name":"\#(id)","productId":"\#(product)"}"#, time: t0)
         try await device.status(true, time: t0)
         if let properties { try await device.properties(properties, time: t0) }
         let follower = SetFollower(device)
-        try await follower.start(reportFirst: reportFirst)
+        try await follower.start(reports: reports, reportFirst: reportFirst, rewrite: rewrite)
         return follower
     }
 

@@ -97,6 +97,12 @@ struct ReplacementMovesTests {
                 try await waitUntil(timeout: .seconds(20)) {
                     (try? CacheReader(path: database).device("gwNew"))??.transfer?.failedCode == "timeout"
                 }
+                // The gateway finishes after the verdict (stamped later than it): not trusted, counted, nothing moves.
+                try await fleet.report(.finish, time: Timestamp.current + 60_000)
+                try await waitUntil(timeout: .seconds(20)) { agent.statistics.guarded[.untrustedTransfer] == 1 }
+                try await waitUntil(timeout: .seconds(20)) {
+                    (try? CacheReader(path: database).device("gwNew"))??.transfer?.status == .finish
+                }
                 let local = try LocalStore(path: database, readOnly: true)
                 #expect(try agent.replacements().isEmpty)
                 #expect(try local.group(named: "hall")?.devices == ["gwOld", "lamp"])

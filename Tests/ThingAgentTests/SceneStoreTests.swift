@@ -85,4 +85,32 @@ struct SceneStoreTests {
             await lamp.disconnect()
         }
     }
+
+    /// Import, `scene delete`, the file changes the scene, SIGHUP: the delete stands, and the reload says so.
+    @Test(.timeLimit(.minutes(1)))
+    func aSceneDeletedInTheCacheStaysDeletedWhenTheFileChangesIt() async throws {
+        try await withBroker { broker in
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let file = directory + "/scenes.json"
+            func write(_ level: Int, extra: String = "") throws {
+                try #"{"scenes":[{"name":"night","actions":[{"device":"lamp","set":{"bright_value":\#(level)}}]}"#
+                    .appending(extra + "]}").write(toFile: file, atomically: true, encoding: .utf8)
+            }
+            try write(300)
+            let configuration = Self.configuration(broker, directory, scenes: file)
+            let agent = try Agent(configuration: configuration)
+            #expect(try agent.scene(named: "night") != nil)
+            try agent.deleteScene(named: "night")
+            try write(200, extra: #",{"name":"dawn","actions":[{"device":"lamp","set":{"bright_value":500}}]}"#)
+            let report = agent.reload(configuration)
+            #expect(try agent.scene(named: "night") == nil, "a deleted scene came back")
+            #expect(try agent.scene(named: "dawn") != nil)
+            #expect(report.reloaded.contains { $0.contains("1 new") && $0.contains("deleted: night") }, "\(report)")
+            // The same file again: nothing to say, still deleted.
+            let again = agent.reload(configuration)
+            #expect(try agent.scene(named: "night") == nil)
+            #expect(again.reloaded.contains { $0.contains("0 kept as cached") }, "\(again)")
+        }
+    }
 }

@@ -140,9 +140,8 @@ final class CacheWriter: Sendable {
             if let transfer = changes.transfer, transfer.status == .finish, let faulty = transfer.targetDeviceId {
                 let accepted = isAccepted(gateway: deviceId, target: faulty)
                 if accepted {
-                    // Finished: another finish for the same pair is not trusted again without a new start. (A
-                    // failure keeps the record: a gateway that finishes after a stall verdict still finished
-                    // the transfer this agent started.)
+                    // Finished: another finish for the same pair is not trusted again without a new start. (The
+                    // stall verdict forgets the record too: a finish after it moves nothing.)
                     acceptedTransfers.withLock { _ = $0.removeValue(forKey: deviceId) }
                     state.dirty[deviceId, default: Dirty()].endedAcceptedTransfer = faulty
                 }

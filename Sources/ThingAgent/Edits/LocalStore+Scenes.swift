@@ -9,6 +9,8 @@ public struct SceneImport: Sendable, Equatable {
     public var updated: [String] = []
     /// Scenes the file changed that were changed or deleted in the cache since: the cache's version stays.
     public var kept: [String] = []
+    /// Of `kept`, those deleted in the cache since they were imported: they stay deleted.
+    public var deleted: [String] = []
 }
 
 /// Scenes in the cache file's own table (schema version 6); `scene_imports` remembers the scenes file's part.
@@ -78,6 +80,10 @@ extension LocalStore {
                         }
                         try Self.write(scene, now: now, db)
                         report.updated.append(scene.name)
+                    } else if last != nil {
+                        // Imported before and deleted since: the user's delete stands.
+                        report.kept.append(scene.name)
+                        report.deleted.append(scene.name)
                     } else {
                         try Self.write(scene, now: now, db)
                         report.imported.append(scene.name)

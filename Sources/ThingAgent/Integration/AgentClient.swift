@@ -170,13 +170,22 @@ public final class AgentClient: Sendable {
         return outcome
     }
 
-    /// Asks the device for fresh information through the daemon (`fetch`); returns the cached info it was merged
-    /// into, read from the file the daemon wrote before answering.
+    /// Asks the device for fresh information through the daemon (`fetch`); returns the info it was merged into,
+    /// as the daemon's answer gives it (no cache file needed), else from the file the daemon wrote before answering.
     public func fetchInfo(_ deviceId: String, timeout: Duration? = nil) async throws -> DeviceInfo {
-        _ = try await deviceCall("fetch", Self.request([
+        let answer = try await deviceCall("fetch", Self.request([
             ("device", .string(deviceId)), ("timeout", Self.seconds(timeout)),
         ]), timeout: timeout)
-        return try device(deviceId)?.info ?? DeviceInfo(devId: deviceId)
+        if var snapshot = answer.objectValue, snapshot["devId"]?.stringValue == deviceId {
+            // The answer's `name` is the local one where set; the device's own is `reportedName`.
+            if let reported = snapshot["reportedName"] { snapshot["name"] = reported }
+            return DeviceInfo(devId: deviceId, fields: snapshot)
+        }
+        guard let info = try device(deviceId)?.info else {
+            throw AgentClientError.refused(code: 500, message: "the daemon's answer to fetch carried no device "
+                                           + "information, and no cache file has \(deviceId)", error: nil)
+        }
+        return info
     }
 
     /// The Wi-Fi networks the device sees (`wifiScan`), as `Agent.scanWifiList` returns them.

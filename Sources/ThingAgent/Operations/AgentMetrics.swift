@@ -69,10 +69,12 @@ extension Agent {
         let links = linkEngine.statistics
         out.family("thing_agent_link_total", .counter,
                    "What the multi-control links did: propagations, sets sent and failed, members skipped (offline, "
-                       + "out of range), echoes of their own sets.")
+                       + "out of range), echoes of their own sets, sets superseded by a newer value, accepted sets "
+                       + "never reported back.")
         for (what, count) in [("propagations", links.propagations), ("sets_sent", links.setsSent),
                               ("sets_failed", links.setsFailed), ("skipped_offline", links.skippedOffline),
-                              ("out_of_range", links.outOfRange), ("echoes", links.echoes)] {
+                              ("out_of_range", links.outOfRange), ("echoes", links.echoes),
+                              ("superseded", links.superseded), ("expired", links.expired)] {
             out.sample("thing_agent_link_total", [("what", what)], count)
         }
         let integration = integration.snapshot

@@ -55,10 +55,16 @@ extension Agent {
                 "file": file, "new": report.imported.joined(separator: ","),
                 "updated": report.updated.joined(separator: ",")])
         }
-        if !report.kept.isEmpty {
-            logger.warning("the scenes file changed scenes that were changed or deleted in the cache since they were "
+        if !report.deleted.isEmpty {
+            logger.warning("the scenes file changed scenes that were deleted in the cache since they were imported; "
+                           + "they stay deleted (scene create brings one back)",
+                           metadata: ["file": file, "scenes": report.deleted.joined(separator: ",")])
+        }
+        let changed = report.kept.filter { !report.deleted.contains($0) }
+        if !changed.isEmpty {
+            logger.warning("the scenes file changed scenes that were changed in the cache since they were "
                            + "imported; the cache's versions stay (scene update or delete changes them)",
-                           metadata: ["file": file, "scenes": report.kept.joined(separator: ",")])
+                           metadata: ["file": file, "scenes": changed.joined(separator: ",")])
         }
         return report
     }
@@ -92,7 +98,8 @@ extension Agent {
                 }
                 report.reloaded.append("scenes (\(next.scenes.all.count) from \(file)), imported: "
                                        + "\(imported.imported.count) new, \(imported.updated.count) updated, "
-                                       + "\(imported.kept.count) kept as cached")
+                                       + "\(imported.kept.count) kept as cached"
+                                       + (imported.deleted.isEmpty ? "" : " (deleted: \(imported.deleted.joined(separator: ",")))"))
             } else {
                 report.reloaded.append("scenes (\(next.scenes.all.count) from \(configuration.scenesFile ?? "no file"))")
             }

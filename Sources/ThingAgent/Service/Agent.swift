@@ -177,7 +177,7 @@ public final class Agent: Sendable {
             writer.upgrades.load(cachedUpgrades)
             otaWatch.watchCached(cachedUpgrades, now: Timestamp.now())
         }
-        linkEngine = LinkEngine(cache: cache, hub: events, logger: logger)
+        linkEngine = LinkEngine(cache: cache, hub: events, logger: logger, grace: max(configuration.requestTimeout, .seconds(5)))
         if role == .service, let local {
             // The links hear every change, as the watches do; they send sets only once the daemon's `start()`
             // connected (a stand-in's short life sends none, but a replacement it writes moves them too).
@@ -317,13 +317,14 @@ public final class Agent: Sendable {
     }
 
     /// Runs the agent's timers until the calling task is cancelled: offline warnings, the end of stalled gateway
-    /// transfers and of stalled firmware upgrades.
+    /// transfers and of stalled firmware upgrades, and the links' sender.
     /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
     package func runTimers() async {
         await withDiscardingTaskGroup { group in
             if role == .service { group.addTask { await self.offlineWatch.run() } }
             if role != .observer { group.addTask { await self.transferWatch.run() } }
             if role == .service { group.addTask { await self.otaWatch.run() } }
+            if role == .service, !isStandIn { group.addTask { await self.linkEngine.run(self) } }
             if let provisioning {
                 group.addTask { await self.serveActivations(provisioning) }
                 group.addTask { await self.runPairingCleanup(provisioning) }

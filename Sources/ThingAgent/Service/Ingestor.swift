@@ -241,6 +241,7 @@ final class Ingestor: Sendable {
                 refusedCodes(changes, device: device)
                 if changes.untrustedFinish, let target = changes.transfer?.targetDeviceId {
                     counters.countGuard(.untrustedTransfer)
+                    // Also a finish after this agent's stall verdict or after its finish: that start is over.
                     logger.warning("a gateway reported a finished transfer this agent did not start; no sub-device moved",
                                    metadata: ["gateway": device, "target": target])
                 }

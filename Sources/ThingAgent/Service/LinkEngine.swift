@@ -14,26 +14,29 @@ public struct LinkStatistics: Sendable, Equatable {
     public var outOfRange = 0
     /// Reports of a value a link had just set on that member: not propagated again.
     public var echoes = 0
+    /// Sets never sent because a newer value for the same member came first (only the newest waits behind the set
+    /// in flight), or because the member had the value by its turn.
+    public var superseded = 0
+    /// Accepted sets whose member never reported the value within the grace: no longer waited for.
+    public var expired = 0
 }
 
 /// The daemon's multi-control links at work: hears every applied change (a `CacheWatch`), and when a member of a
 /// link reports a new value for its code, sets every other member's code to it.
 ///
-/// The rules (README, "Multi-control links"): only a change counts (a value that differs from the one cached
-/// before; a member's first report ever is not propagated); a member that already has the value, or is being set
-/// to it, gets no set; offline members and members whose model refuses the value are skipped and counted. A set the
-/// link sent is remembered until the member reports that code, or the set fails (refused, no answer); a report
-/// of the value set is an echo and triggers nothing, so two members never set each other back and forth. A set the
-/// member accepted (code 0) is kept too: its report often comes after its answer, and that report is still the
-/// echo of the link's own set (and another member's report in between must not send it the same value again).
+/// The rules (README, "Multi-control links"): only a change counts (a value that differs, numbers by value, from the
+/// one cached before; a member's first report ever is not propagated); a member that already has the value, or
+/// will have it once the sets asked of it are done, gets no set; offline members and members whose model refuses
+/// the value are skipped and counted. Each member's sets go out one at a time and in order, the newest value
+/// waiting behind the one in flight (`LinkMemberSets`); a report of a value the link set on that member is its
+/// echo and triggers nothing, so two members never set each other back and forth. A set is expected back until
+/// that report, until it fails, or until `grace` after its accepted answer.
 final class LinkEngine: Sendable {
     private struct State {
         var links: [DeviceLink] = []
         /// Which links each member is in (indices into `links`).
         var byMember: [DeviceLink.Member: [Int]] = [:]
-        /// Sets in flight or accepted and not yet reported back, with a token so that an older set's end does not
-        /// touch a newer one.
-        var pending: [DeviceLink.Member: Expected] = [:]
+        var members: [DeviceLink.Member: LinkMemberSets] = [:]
         var nextToken: UInt64 = 0
 
         mutating func load(_ links: [DeviceLink]) {
@@ -42,18 +45,13 @@ final class LinkEngine: Sendable {
             for (index, link) in links.enumerated() {
                 for member in link.members { byMember[member, default: []].append(index) }
             }
-            pending = pending.filter { byMember[$0.key] != nil }
+            // A member still being sent to keeps its state until its sender is done.
+            members = members.filter { byMember[$0.key] != nil || $0.value.sending }
         }
     }
 
-    /// A value a link set on a member, not reported back yet.
-    private struct Expected {
-        var value: JSONValue
-        var token: UInt64
-    }
-
-    /// The agent whose sets the links send; weak, so that the engine does not keep its agent alive. Nil until
-    /// the daemon runs (a journal replay at start-up propagates nothing).
+    /// The agent whose models the links check and whose sets they send; weak, so that the engine does not keep its
+    /// agent alive. Nil until the daemon is connected (a journal replay at start-up propagates nothing).
     private struct Sender: Sendable {
         weak var agent: Agent?
     }
@@ -64,15 +62,23 @@ final class LinkEngine: Sendable {
     /// Atomics, so that a metrics scrape takes no lock the receive path takes.
     private let propagations = Atomic<Int>(0), setsSent = Atomic<Int>(0), setsFailed = Atomic<Int>(0)
     private let skippedOffline = Atomic<Int>(0), outOfRange = Atomic<Int>(0), echoes = Atomic<Int>(0)
+    private let superseded = Atomic<Int>(0), expired = Atomic<Int>(0)
     private let sender = Mutex(Sender())
+    /// Members with a set to send, in the order they got one; `run` sends them.
+    private let ready: AsyncStream<DeviceLink.Member>
+    private let readyInput: AsyncStream<DeviceLink.Member>.Continuation
     private let cache: DeviceCache
     private let hub: EventHub
     private let logger: AgentLogger
+    private let grace: Duration
 
-    init(cache: DeviceCache, hub: EventHub, logger: AgentLogger) {
+    /// `grace`: how long after an accepted answer the member's report of the value is still waited for.
+    init(cache: DeviceCache, hub: EventHub, logger: AgentLogger, grace: Duration) {
         self.cache = cache
         self.hub = hub
         self.logger = logger
+        self.grace = grace
+        (ready, readyInput) = AsyncStream.makeStream(of: DeviceLink.Member.self)
     }
 
     var links: [DeviceLink] { state.withLock { $0.links } }
@@ -80,7 +86,19 @@ final class LinkEngine: Sendable {
         LinkStatistics(propagations: propagations.load(ordering: .relaxed), setsSent: setsSent.load(ordering: .relaxed),
                        setsFailed: setsFailed.load(ordering: .relaxed),
                        skippedOffline: skippedOffline.load(ordering: .relaxed),
-                       outOfRange: outOfRange.load(ordering: .relaxed), echoes: echoes.load(ordering: .relaxed))
+                       outOfRange: outOfRange.load(ordering: .relaxed), echoes: echoes.load(ordering: .relaxed),
+                       superseded: superseded.load(ordering: .relaxed), expired: expired.load(ordering: .relaxed))
+    }
+
+    /// Whether the links expect nothing more of `member`: no set waiting, in flight, or accepted and not yet
+    /// reported back within its grace.
+    func isSettled(_ member: DeviceLink.Member) -> Bool {
+        state.withLock { state in
+            guard var sets = state.members[member] else { return true }
+            expired.add(sets.expire(now: .now), ordering: .relaxed)
+            state.members[member] = sets.isIdle ? nil : sets
+            return sets.isIdle
+        }
     }
 
     /// Takes the links as they now are (at start, and after every change to them).
@@ -89,13 +107,25 @@ final class LinkEngine: Sendable {
         hasLinks.store(!links.isEmpty, ordering: .releasing)
     }
 
-    /// From now on member changes are propagated through `agent`.
+    /// From now on member changes are propagated through `agent` (sent once `run` runs).
     func start(_ agent: Agent) {
         sender.withLock { $0.agent = agent }
     }
 
     func stop() {
         sender.withLock { $0.agent = nil }
+        readyInput.finish()
+    }
+
+    /// Sends the links' sets until cancelled (or `stop`): each member's in order, one at a time; members in
+    /// parallel, so that one that does not answer holds up only its own.
+    func run(_ agent: Agent) async {
+        await withDiscardingTaskGroup { group in
+            for await member in ready {
+                group.addTask { await self.send(to: member, agent) }
+            }
+            group.cancelAll()
+        }
     }
 
     /// A finished replacement moved the faulty gateway's link members to the new gateway in the cache file (in the
@@ -133,50 +163,69 @@ final class LinkEngine: Sendable {
         guard hasLinks.load(ordering: .acquiring) else { return }
         if let old = changes.replacedGateway { replaced(old, by: device) }
         guard !changes.properties.isEmpty, let agent = sender.withLock({ $0.agent }) else { return }
-        for change in changes.properties where change.isValueChange && change.previous != nil {
-            propagate(DeviceLink.Member(deviceId: device, code: change.code), change.value, agent)
+        for change in changes.properties {
+            let member = DeviceLink.Member(deviceId: device, code: change.code)
+            // A repeat of the cached value (20.0 after 20 too) is no change, but may still be an echo.
+            let isChange = change.previous.map { !$0.isSameValue(as: change.value) } ?? false
+            propagate(member, change.value, isChange: isChange, agent)
         }
     }
 
     private struct Plan {
         var propagations: [LinkPropagation] = []
-        var sets: [(member: DeviceLink.Member, token: UInt64)] = []
+        var ready: [DeviceLink.Member] = []
     }
 
-    private func propagate(_ source: DeviceLink.Member, _ value: JSONValue, _ agent: Agent) {
+    private func propagate(_ source: DeviceLink.Member, _ value: JSONValue, isChange: Bool, _ agent: Agent) {
+        let now = ContinuousClock.now
         let plan = state.withLock { state -> Plan in
             var plan = Plan()
             guard let indices = state.byMember[source] else { return plan }
-            if let pending = state.pending.removeValue(forKey: source), pending.value == value {
-                echoes.add(1, ordering: .relaxed)
-                return plan
+            var own = state.members[source] ?? LinkMemberSets()
+            expired.add(own.expire(now: now), ordering: .relaxed)
+            let echo = own.takeEcho(value)
+            if isChange, !echo, own.waiting != nil {
+                // The member's own newer change wins over the value that was still to be sent to it.
+                own.waiting = nil
+                superseded.add(1, ordering: .relaxed)
             }
+            state.members[source] = own.isIdle ? nil : own
+            if echo, isChange { echoes.add(1, ordering: .relaxed) }
+            guard isChange, !echo else { return plan }
             var handled: Set<DeviceLink.Member> = [source]
             for index in indices {
                 let link = state.links[index]
                 var propagation = LinkPropagation(link: link.name, source: source.description, code: source.code,
                                                   value: value)
                 for member in link.members where handled.insert(member).inserted {
-                    if state.pending[member]?.value == value { continue }
+                    var sets = state.members[member] ?? LinkMemberSets()
+                    expired.add(sets.expire(now: now), ordering: .relaxed)
                     let target = cache.device(member.deviceId)
-                    if target?.properties[member.code]?.value == value { continue }
+                    if sets.expected(cached: target?.properties[member.code]?.value)?.isSameValue(as: value) == true {
+                        state.members[member] = sets.isIdle ? nil : sets
+                        continue
+                    }
                     if target?.online == false {
                         propagation.offline.append(member.description)
                         continue
                     }
-                    if let spec = agent.thingModel(for: member.deviceId)?.property(member.code),
-                       (try? spec.validate(value)) == nil {
+                    let spec = agent.thingModel(for: member.deviceId)?.property(member.code)
+                    let sent = value.linkForm(for: spec)
+                    if let spec, (try? spec.validate(sent)) == nil {
                         propagation.outOfRange.append(member.description)
                         continue
                     }
-                    state.nextToken += 1
-                    state.pending[member] = Expected(value: value, token: state.nextToken)
-                    plan.sets.append((member, state.nextToken))
+                    if sets.waiting != nil { superseded.add(1, ordering: .relaxed) }
+                    sets.waiting = sent
+                    if !sets.sending {
+                        sets.sending = true
+                        plan.ready.append(member)
+                    }
+                    state.members[member] = sets
                     propagation.sent.append(member.description)
                 }
                 if !(propagation.sent.isEmpty && propagation.offline.isEmpty && propagation.outOfRange.isEmpty) {
                     propagations.add(1, ordering: .relaxed)
-                    setsSent.add(propagation.sent.count, ordering: .relaxed)
                     skippedOffline.add(propagation.offline.count, ordering: .relaxed)
                     outOfRange.add(propagation.outOfRange.count, ordering: .relaxed)
                     plan.propagations.append(propagation)
@@ -192,21 +241,50 @@ final class LinkEngine: Sendable {
             ])
         }
         hub.publish(plan.propagations.map { .linkPropagated(deviceId: source.deviceId, propagation: $0) })
-        for (member, token) in plan.sets {
-            Task {
-                let outcome = await agent.sendPropertySet(deviceId: member.deviceId, [member.code: value])
-                self.ended(member, token: token, succeeded: outcome.succeeded)
-            }
+        for member in plan.ready { readyInput.yield(member) }
+    }
+
+    /// Sends `member` its waiting value, then the value that came meanwhile, until none waits.
+    private func send(to member: DeviceLink.Member, _ agent: Agent) async {
+        while let (value, token) = next(for: member).map({ ($0.value, $0.token) }) {
+            let outcome = await agent.sendPropertySet(deviceId: member.deviceId, [member.code: value])
+            ended(member, token: token, succeeded: outcome.succeeded)
         }
     }
 
-    /// The set ended (answer or timeout). Accepted, its value is still expected back (the echo); failed, it is
-    /// forgotten.
-    private func ended(_ member: DeviceLink.Member, token: UInt64, succeeded: Bool) {
-        guard !succeeded else { return }
-        setsFailed.add(1, ordering: .relaxed)
+    /// The value to send `member` now, registered as sent; nil (and the sender done) when none waits, or when the
+    /// member has it by now.
+    private func next(for member: DeviceLink.Member) -> (value: JSONValue, token: UInt64)? {
         state.withLock { state in
-            if state.pending[member]?.token == token { state.pending[member] = nil }
+            guard var sets = state.members[member] else { return nil }
+            defer { state.members[member] = sets.isIdle ? nil : sets }
+            guard !Task.isCancelled, let value = sets.waiting else {
+                sets.sending = false
+                sets.waiting = nil
+                return nil
+            }
+            sets.waiting = nil
+            let cached = cache.device(member.deviceId)?.properties[member.code]?.value
+            if sets.expected(cached: cached)?.isSameValue(as: value) == true {
+                superseded.add(1, ordering: .relaxed)
+                sets.sending = false
+                return nil
+            }
+            state.nextToken += 1
+            sets.sent.append(LinkMemberSets.Sent(value: value, token: state.nextToken))
+            setsSent.add(1, ordering: .relaxed)
+            return (value, state.nextToken)
+        }
+    }
+
+    /// The set ended (answer or timeout). Accepted, its value is expected back for `grace`; failed, it is forgotten.
+    private func ended(_ member: DeviceLink.Member, token: UInt64, succeeded: Bool) {
+        if !succeeded { setsFailed.add(1, ordering: .relaxed) }
+        let expires = ContinuousClock.now + grace
+        state.withLock { state in
+            guard var sets = state.members[member] else { return }
+            if succeeded { sets.accepted(token, expires: expires) } else { sets.failed(token) }
+            state.members[member] = sets.isIdle ? nil : sets
         }
     }
 }

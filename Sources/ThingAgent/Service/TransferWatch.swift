@@ -55,7 +55,12 @@ final class TransferWatch: Sendable {
             do {
                 let current = try writer.failStalledTransfer(gateway: gateway, lastChange: lastChange, now: now,
                                                              topic: topics.transferStatus(gateway))
-                if let current, current.status == .failed, current.updatedAt == now { ended.append(current) }
+                if let current, current.status == .failed, current.updatedAt == now {
+                    ended.append(current)
+                    // The verdict ends the transfer this agent started: a finish the gateway sends after it is not
+                    // trusted without a new start (counted and logged as untrusted; nothing moves).
+                    if let target = current.targetDeviceId { writer.forgetAcceptedTransfer(gateway: gateway, target: target) }
+                }
                 state.withLock { state in
                     guard state.running[gateway] == lastChange else { return }  // a report moved it meanwhile
                     state.running[gateway] = current.flatMap { $0.status.isIdle ? nil : $0.updatedAt }

@@ -37,26 +37,20 @@ struct PairCommandTests {
 
     static let cliUser = ["--username", "thing-agent-cli", "--password", cliPassword]
 
-    /// The device's side: mosquitto_sub waits for the answer, mosquitto_pub sends the activation.
+    /// The device's side, as the README shows it: mosquitto_rr sends the activation and waits for the answer on
+    /// one connection, with the client id the bootstrap credentials are pinned to.
     static func activate(_ broker: MosquittoBroker, user: String, password: String, token: String, device: String,
                          in directory: String) async throws -> JSONObject {
         let port = "\(broker.port)"
-        // Line-buffered, so that its SUBACK line shows while it waits.
-        let sub = try DaemonProcess("/usr/bin/stdbuf", [
-            "-oL", "/usr/bin/mosquitto_sub", "-h", "127.0.0.1", "-p", port, "-u", user, "-P", password, "-q", "1", "-C", "1", "-W", "60", "-d",
-            "-t", "things/\(user)/thing/activate_response",
-        ], logPath: directory + "/sub-\(user).out")
-        try await waitUntil(timeout: .seconds(20)) { sub.log.contains("SUBACK") }
         let request = #"{"msgId":"p1","time":\#(Int64(Date().timeIntervalSince1970 * 1000)),"data":{"token":"\#(token)","devId":"\#(device)","productId":"p-light-1","name":"Desk lamp"}}"#
-        let published = try await runCommand("/usr/bin/mosquitto_pub", [
-            "-h", "127.0.0.1", "-p", port, "-u", user, "-P", password, "-q", "1",
-            "-t", "things/\(user)/thing/activate", "-m", request,
-        ])
-        guard published.status == 0 else { throw TestSupportError("mosquitto_pub failed: \(published.stderr)") }
-        guard await sub.waitForExit(timeout: .seconds(60)) == 0 else { throw TestSupportError("no answer: \(sub.log)") }
-        guard let line = sub.log.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
+        let asked = try await runCommand("/usr/bin/mosquitto_rr", [
+            "-h", "127.0.0.1", "-p", port, "-i", user, "-u", user, "-P", password, "-q", "1", "-W", "60",
+            "-t", "things/\(user)/thing/activate", "-e", "things/\(user)/thing/activate_response", "-m", request,
+        ], timeout: .seconds(90))
+        guard asked.status == 0 else { throw TestSupportError("mosquitto_rr failed: \(asked.stderr)") }
+        guard let line = asked.stdout.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
               let answer = try JSONParser.parse(Array(line.utf8)).objectValue else {
-            throw TestSupportError("no answer in \(sub.log)")
+            throw TestSupportError("no answer in \(asked.stdout)")
         }
         return answer
     }
@@ -75,7 +69,7 @@ struct PairCommandTests {
             let password = try #require(made["password"]?.stringValue)
             let token = try #require(made["token"]?.stringValue)
             #expect(made["expiresAt"]?.int64Value != nil)
-            #expect(made["clientId"] == nil)
+            #expect(made["clientId"]?.stringValue == user)
 
             let answer = try await Self.activate(broker, user: user, password: password, token: token, device: "lamp-1",
                                                  in: harness.directory)

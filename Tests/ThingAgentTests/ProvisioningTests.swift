@@ -268,4 +268,77 @@ struct ProvisioningTests {
             await device.stop()
         }
     }
+
+    @Test(.timeLimit(.minutes(2)))
+    func reservedAndForeignNamesAreRefusedAndTheirClientsStay() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        let made = try await fleet.dynsec([
+            .createClient(username: "thing-agent-cli", password: "cli-secret", clientID: nil, roles: []),
+            .createClient(username: "app-user", password: "app-secret", clientID: nil, roles: []),
+        ])
+        #expect(made.allSatisfy { $0.succeeded })
+        try await withProvisioningAgent(fleet.configuration) { agent in
+            let other = try await agent.pair()
+            for name in ["thing-agent", "thing-agent-cli", "app-user", other.made.pairing.username, "pair-00000000"] {
+                let session = try await agent.pair()
+                let bootstrap = try await DeviceConnection.connect(fleet.broker, user: session.made.pairing.username,
+                                                                   password: session.made.password)
+                let answer = try await bootstrap.activate(pairing: session.made.pairing.username,
+                                                          token: session.made.token, data: ["devId": .string(name)])
+                #expect(answer["code"] == 1013, "\(name): \(answer)")
+                await bootstrap.stop()
+                // The token was not burnt by the refusal.
+                #expect(try agent.pairings().first { $0.username == session.made.pairing.username }?.state == .pending)
+            }
+            // At the broker: the agent's, the CLI's, the application's and the other pairing's clients are all there.
+            let answers = try await fleet.dynsec(["thing-agent", "thing-agent-cli", "app-user", other.made.pairing.username]
+                .map(DynsecCommand.getClient))
+            let errors = answers.compactMap(\.error)
+            #expect(errors.isEmpty, "\(errors)")
+            #expect(try await canConnect(fleet.broker, user: "app-user", password: "app-secret"))
+            // Bootstrap credentials are pinned: they cannot connect as the agent.
+            #expect(try await canConnect(fleet.broker, user: other.made.pairing.username, password: other.made.password,
+                                         clientID: fleet.configuration.clientID) == false)
+            #expect(other.made.json["clientId"]?.stringValue == other.made.pairing.username)
+            // Revoked by its user name (the token is shown once): its credentials go.
+            #expect(try await agent.revokePairing(token: other.made.pairing.username).username == other.made.pairing.username)
+            #expect(try await canConnect(fleet.broker, user: other.made.pairing.username, password: other.made.password) == false)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func aNewCacheFileThenAPairingThenARestartLeavesOldDevicesAndOperatorRolesAlone() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        let operatorRole = try await fleet.dynsec([
+            .createRole("device-readers"),
+            .createClient(username: "readers", password: "readers-secret", clientID: nil, roles: ["device-readers"]),
+        ])
+        #expect(operatorRole.allSatisfy { $0.succeeded })
+        let configuration = fleet.configuration
+        let old = try await withProvisioningAgent(configuration) { agent in
+            try await agent.pairAndActivate(fleet.broker, device: "d1")
+        }
+        var fresh = configuration
+        fresh.database = fleet.directory + "/fresh.sqlite"
+        try await withProvisioningAgent(fresh) { agent in
+            _ = try await agent.pairAndActivate(fleet.broker, device: "d2")
+        }
+        // The restart on the file that knows d2 alone.
+        try await withProvisioningAgent(fresh) { agent in
+            let device = try await DeviceConnection.connect(fleet.broker, user: old.user, password: old.password)
+            try await device.report("d1", ["switch_1": true])
+            try await waitUntil(timeout: .seconds(10)) { agent.cache.device("d1")?.properties["switch_1"] != nil }
+            await device.stop()
+            // device-d1 and the operator's device-readers at least (the first file's last pairing role too, when
+            // its cleanup had not run before that agent stopped).
+            #expect((agent.provisioning?.access.unmanagedRoles.load(ordering: .relaxed) ?? 0) >= 2)
+        }
+        let answers = try await fleet.dynsec([.getClient("d1"), .getRole("device-d1"), .getClient("readers"),
+                                              .getRole("device-readers")])
+        let errors = answers.compactMap(\.error)
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(try await canConnect(fleet.broker, user: "readers", password: "readers-secret"))
+    }
 }

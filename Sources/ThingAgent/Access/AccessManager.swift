@@ -15,6 +15,8 @@ final class AccessManager: Sendable {
     let logger: AgentLogger
     /// The ACLs of every role the agent manages, as the broker has them after the last change.
     private let applied = Mutex<[String: Set<RoleACL>]>([:])
+    /// Device and pairing roles at the broker that the agent has no record of making (left alone; `/metrics`).
+    let unmanagedRoles = Atomic<Int>(0)
     private let gate = SerialGate()
     /// Something changed that may change the roles (a removal, a gateway link); the sync loop takes it.
     private let dirty: AsyncStream<Void>
@@ -84,17 +86,25 @@ final class AccessManager: Sendable {
             try await syncFixedRole(own, policy.serviceRepliesRole(user))
             try await attach(user, roles: [AccessPolicy.serviceRole, own], pinned: true)
         }
-        // What the broker has of the managed roles, read afresh: the plugin file may be older than the cache.
-        let existing = try await run([.listRoles]).first?.data?["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        var managed = existing.filter { $0.hasPrefix(AccessPolicy.devicePrefix) || $0.hasPrefix(AccessPolicy.pairingPrefix) }
-        // A cache that knows no provisioned device beside a broker that has device roles is a lost or new cache
-        // file, not a fleet that was removed: its devices' credentials are left alone (and not managed).
-        let deviceRoles = managed.filter { $0.hasPrefix(AccessPolicy.devicePrefix) }
-        if try store.provisioned().isEmpty, !deviceRoles.isEmpty {
-            logger.warning("the cache knows no provisioned device but the broker has device roles: leaving them and "
-                           + "their clients as they are (a lost or new cache file?)", metadata: ["roles": "\(deviceRoles.count)"])
-            managed.removeAll { $0.hasPrefix(AccessPolicy.devicePrefix) }
+        // What the broker has of the roles this cache file says the agent made, read afresh: the plugin file may
+        // be older than the cache. Any other role is never touched, whatever its name: an operator's
+        // `device-readers`, another daemon's devices, or devices this file has no record of (a lost cache file, an
+        // older backup of it) keep their credentials.
+        let existing = Set(try await run([.listRoles]).first?.data?["roles"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        let owned = try store.grants(.role)
+        let managed = existing.intersection(owned).sorted()
+        let unknown = existing.subtracting(owned).filter {
+            $0.hasPrefix(AccessPolicy.devicePrefix) || $0.hasPrefix(AccessPolicy.pairingPrefix)
         }
+        unmanagedRoles.store(unknown.count, ordering: .relaxed)
+        if !unknown.isEmpty {
+            logger.warning("the broker has device or pairing roles this cache file did not make: leaving them and "
+                           + "their clients as they are (another daemon's, an operator's, or a lost or older cache file)",
+                           metadata: ["roles": "\(unknown.count)"])
+        }
+        // Records of roles the broker no longer has and that are no longer wanted: nothing left to delete.
+        let wanted = try desired()
+        try store.forgetGrants(.role, owned.subtracting(existing).filter { wanted[$0] == nil }.sorted())
         var current: [String: Set<RoleACL>] = [:]
         for chunk in managed.chunked(100) {
             let answers = try await run(chunk.map(DynsecCommand.getRole))
@@ -161,32 +171,67 @@ final class AccessManager: Sendable {
         dirtyContinuation.finish()
     }
 
-    /// Creates a pairing's bootstrap client, with any client id (a device may answer-wait and ask on two
-    /// connections; the credentials reach the pairing's two topics only), its role first: the plugin refuses a client with an unknown role).
+    /// Names no device may take: the agent's own user and client ids, the operators' CLI user, the services'
+    /// users, and the `pair-` prefix of bootstrap users (a device named like a pairing would lose its client when
+    /// the pairing ends).
+    func isReserved(_ id: String) -> Bool {
+        let agent = policy.agentClientID
+        return id.hasPrefix(Secrets.bootstrapPrefix) || id == agentUser || id == agent || id == agent + "-access"
+            || id == AccessPolicy.cliUser || serviceUsers.contains(id)
+    }
+
+    /// Whether the broker has a client named `device`, or its device role, that the agent did not make (an
+    /// operator's, an application's, another daemon's): such a name is never taken over.
+    func isTakenAtBroker(_ device: String) async throws -> Bool {
+        try await gate.run {
+            let role = AccessPolicy.deviceRole(device)
+            let answers = try await self.run([.getClient(device), .getRole(role)])
+            let clients = try self.store.grants(.client), roles = try self.store.grants(.role)
+            return (answers[0].succeeded && !clients.contains(device)) || (answers[1].succeeded && !roles.contains(role))
+        }
+    }
+
+    /// Creates a pairing's bootstrap client, pinned to its user name as client id (an unpinned user could connect
+    /// as the agent or any device and take its session), its role first: the plugin refuses a client with an
+    /// unknown role. Throws `NameTaken` when the broker already has a client or role of that name.
     func createBootstrap(_ username: String, password: String) async throws {
         try await gate.run {
+            let answers = try await self.run([.getClient(username), .getRole(AccessPolicy.pairingRole(username))])
+            if answers.contains(where: \.succeeded) { throw NameTaken(name: username) }
             try await self.syncManaged()
-            try await self.runChecked([.createClient(username: username, password: password, clientID: nil,
-                                                     roles: [AccessPolicy.pairingRole(username)])])
+            try await self.createClient(username, password: password, role: AccessPolicy.pairingRole(username))
         }
+    }
+
+    struct NameTaken: Error {
+        let name: String
     }
 
     /// Creates an activated device's own client, pinned to its id as client id (its role is made by the sync
-    /// before). A leftover client of the
-    /// same name is replaced: the device's new password is the one that counts.
+    /// before). A leftover client of the same name is replaced only when the agent's records say it made it (a
+    /// removal whose deletion did not reach the broker); anyone else's client is never deleted.
     func createDeviceClient(_ device: String, password: String) async throws {
         try await gate.run {
             try await self.syncManaged()
-            _ = try await self.run([.deleteClient(device)])
-            try await self.runChecked([.createClient(username: device, password: password, clientID: device,
-                                                     roles: [AccessPolicy.deviceRole(device)])])
+            if try self.store.grants(.client).contains(device) {
+                try await self.runChecked([.deleteClient(device)])
+            }
+            try await self.createClient(device, password: password, role: AccessPolicy.deviceRole(device))
         }
     }
 
-    /// Deletes a pairing's bootstrap client; its role goes with the next sync.
+    private func createClient(_ user: String, password: String, role: String) async throws {
+        try await runChecked([.createClient(username: user, password: password, clientID: user, roles: [role])])
+        try store.recordGrants(.client, [user], now: Timestamp.now())
+    }
+
+    /// Deletes a pairing's bootstrap client (when the agent made it); its role goes with the next sync.
     func deleteBootstrap(_ username: String) async throws {
         try await gate.run {
-            try await self.runChecked([.deleteClient(username)])
+            if try self.store.grants(.client).contains(username) {
+                try await self.runChecked([.deleteClient(username)])
+                try self.store.forgetGrants(.client, [username])
+            }
             try self.store.markCleaned(username)
             try await self.syncManaged()
         }
@@ -225,16 +270,13 @@ final class AccessManager: Sendable {
     private func syncManaged() async throws {
         let desired = try desired()
         let current = applied.withLock { $0 }
-        var commands: [DynsecCommand] = []
         // Gone first: a removed device's client (it can no longer connect) and role, an ended pairing's role.
-        for role in current.keys.sorted() where desired[role] == nil {
-            if role.hasPrefix(AccessPolicy.devicePrefix) {
-                commands.append(.deleteClient(String(role.dropFirst(AccessPolicy.devicePrefix.count))))
-            } else if role.hasPrefix(AccessPolicy.pairingPrefix) {
-                commands.append(.deleteClient(String(role.dropFirst(AccessPolicy.pairingPrefix.count))))
-            }
-            commands.append(.deleteRole(role))
-        }
+        // Only what the agent's records say it made, never a name derived from a role's.
+        let wantedClients = Set(try deviceRoleOwners()).union(try store.open().map(\.username))
+        let goneClients = try store.grants(.client).subtracting(wantedClients).sorted()
+        let goneRoles = current.keys.sorted().filter { desired[$0] == nil }
+        let createdRoles = desired.keys.sorted().filter { current[$0] == nil }
+        var commands: [DynsecCommand] = goneClients.map(DynsecCommand.deleteClient) + goneRoles.map(DynsecCommand.deleteRole)
         // Removals before additions, all in one batch: a sub-device's topics leave the faulty gateway's role and
         // join the new one's in the same change.
         var additions: [DynsecCommand] = []
@@ -250,12 +292,19 @@ final class AccessManager: Sendable {
         }
         commands += additions
         guard !commands.isEmpty else { return }
-        for chunk in commands.chunked(200) { try await runChecked(chunk) }
+        // One batch, so that a topic leaves one role and joins another in the same change; only a change too
+        // large for one batch (a replacement of a gateway with some sixty sub-devices) is split.
+        for chunk in commands.chunked(Self.batchLimit) { try await runChecked(chunk) }
+        try store.forgetGrants(.client, goneClients)
+        try store.forgetGrants(.role, goneRoles)
+        try store.recordGrants(.role, createdRoles, now: Timestamp.now())
         applied.withLock { applied in
             for role in applied.keys where desired[role] == nil { applied.removeValue(forKey: role) }
             for (role, acls) in desired { applied[role] = acls }
         }
     }
+
+    static let batchLimit = 2000
 
     /// Creates the role when missing and sets its ACLs to `acls` (role edits do not disconnect anyone).
     private func syncFixedRole(_ role: String, _ acls: Set<RoleACL>) async throws {

@@ -68,10 +68,16 @@ struct DynsecAnswer: Sendable {
     let data: JSONObject?
 
     var succeeded: Bool { error == nil }
-    /// A refusal that means "already so" or "already gone" (repeating a change is not a failure).
+    /// Done, or refused only because the change is already so: "not found" for a deletion or an ACL's removal,
+    /// "already exists" for a role or an ACL made again. Nothing else: "Role not found" for `createClient` means
+    /// the client was not made, and "Client already exists" means the name is someone else's.
     var alreadyDone: Bool {
         guard let error else { return true }
-        return error.contains("already exists") || error.contains("not found")
+        switch command {
+        case "deleteClient", "deleteRole", "removeRoleACL": return error.hasSuffix("not found")
+        case "createRole", "addRoleACL": return error.hasSuffix("already exists")
+        default: return false
+        }
     }
 }
 

@@ -186,6 +186,25 @@ enum CacheSchema {
                 activated_at INTEGER NOT NULL
             ) WITHOUT ROWID;
             """),
+        // The broker clients and roles the agent itself created (kind 'client' or 'role'): the only ones it ever
+        // deletes. A name prefix proves nothing (an operator's role may be called device-readers), and a lost or
+        // older cache file must not delete credentials it has no record of. Seeded from migration 7's records.
+        Migration(version: 8, name: "broker grants the agent made", sql: """
+            CREATE TABLE broker_grants (
+                kind       TEXT NOT NULL,
+                name       TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                PRIMARY KEY (kind, name)
+            ) WITHOUT ROWID;
+            INSERT OR IGNORE INTO broker_grants (kind, name, created_at)
+                SELECT 'client', dev_id, activated_at FROM provisioned_devices WHERE gateway_id IS NULL;
+            INSERT OR IGNORE INTO broker_grants (kind, name, created_at)
+                SELECT 'role', 'device-' || dev_id, activated_at FROM provisioned_devices WHERE gateway_id IS NULL;
+            INSERT OR IGNORE INTO broker_grants (kind, name, created_at)
+                SELECT 'client', username, created_at FROM pairings WHERE cleaned = 0;
+            INSERT OR IGNORE INTO broker_grants (kind, name, created_at)
+                SELECT 'role', 'pairing-' || username, created_at FROM pairings;
+            """),
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).

@@ -88,28 +88,55 @@ extension Agent {
                 throw ProvisioningError(.notFound, "the gateway \(gatewayId) is not an activated device with broker access of its own")
             }
         }
-        let now = Timestamp.now()
-        let pairing = Pairing(username: Secrets.bootstrapUsername(), spaceId: spaceId, gatewayId: gatewayId,
-                              productId: productId, createdAt: now,
-                              expiresAt: now + Millis(ttl.seconds * 1000), state: .pending)
-        let made = NewPairing(pairing: pairing, token: Secrets.token(), password: Secrets.password())
-        try provisioning.store.insert(pairing, tokenHash: Secrets.hash(made.token))
-        do {
-            try await provisioning.access.createBootstrap(pairing.username, password: made.password)
-        } catch {
-            _ = try? provisioning.store.revoke(tokenHash: Secrets.hash(made.token), now: now)
-            throw ProvisioningError(.unavailable, "could not create the pairing's broker credentials: \(error)")
+        guard ttl > .zero, ttl <= .seconds(30 * 86_400) else {
+            throw ProvisioningError(.invalid, "the pairing's ttl must be between 1 s and 30 days")
         }
-        logger.info("made a pairing", metadata: [
-            "pairing": pairing.username, "expiresAt": "\(pairing.expiresAt)", "gateway": gatewayId ?? "-"])
-        return PairingSession(made: made, provisioning: provisioning)
+        // A bootstrap name the broker or the fleet already has is never taken over: another random one is drawn.
+        var attempt = 0
+        while true {
+            attempt += 1
+            let now = Timestamp.now()
+            let pairing = Pairing(username: Secrets.bootstrapUsername(), spaceId: spaceId, gatewayId: gatewayId,
+                                  productId: productId, createdAt: now,
+                                  expiresAt: now + Millis(ttl.seconds * 1000), state: .pending)
+            let made = NewPairing(pairing: pairing, token: Secrets.token(), password: Secrets.password())
+            if cache.device(pairing.username) != nil { continue }
+            try provisioning.store.insert(pairing, tokenHash: Secrets.hash(made.token))
+            do {
+                try await provisioning.access.createBootstrap(pairing.username, password: made.password)
+            } catch let error as AccessManager.NameTaken where attempt < 5 {
+                _ = try? provisioning.store.revoke(tokenHash: Secrets.hash(made.token), now: now)
+                logger.notice("a drawn bootstrap name exists at the broker; drawing another", metadata: ["name": error.name])
+                continue
+            } catch {
+                _ = try? provisioning.store.revoke(tokenHash: Secrets.hash(made.token), now: now)
+                throw ProvisioningError(.unavailable, "could not create the pairing's broker credentials: \(error)")
+            }
+            logger.info("made a pairing", metadata: [
+                "pairing": pairing.username, "expiresAt": "\(pairing.expiresAt)", "gateway": gatewayId ?? "-"])
+            return PairingSession(made: made, provisioning: provisioning)
+        }
     }
 
-    /// Revokes a pending pairing by its token; its bootstrap credentials go at once.
+    /// Activations a stopped daemon left half done: their pairings are pending again and their devices leave the
+    /// cache (the start's sync deletes what was made of their broker access).
+    func resetInterruptedActivations() throws {
+        guard let provisioning else { return }
+        for pairing in try provisioning.store.resetInterrupted() {
+            if let device = pairing.deviceId { try writer.remove(device, now: Timestamp.now()) }
+        }
+        try writer.flush()
+    }
+
+
+    /// Revokes a pending pairing by its token, or by its bootstrap user name as `pair list` shows it (tokens are
+    /// shown once); its bootstrap credentials go at once.
     @discardableResult
     public func revokePairing(token: String) async throws -> Pairing {
         let provisioning = try requireProvisioning()
-        guard let (pairing, revoked) = try provisioning.store.revoke(tokenHash: Secrets.hash(token), now: Timestamp.now()) else {
+        let hash = token.hasPrefix(Secrets.bootstrapPrefix)
+            ? try provisioning.store.tokenHash(username: token) ?? Secrets.hash(token) : Secrets.hash(token)
+        guard let (pairing, revoked) = try provisioning.store.revoke(tokenHash: hash, now: Timestamp.now()) else {
             throw ProvisioningError(.notFound, "no pairing has this token")
         }
         guard revoked else {
@@ -153,6 +180,7 @@ extension Agent {
         do {
             if message.retain { throw ActivationRefusal.badData("a retained activation is never honoured") }
             let (device, credentials) = try await bind(request, user: user, provisioning, now: now)
+            try provisioning.store.complete(user, now: Timestamp.now())
             answer["code"] = .integer(0)
             answer["data"] = .object(credentials)
             try? await client.publish(topics.activateResponse(user), payload: JSONValue.object(answer).serializedBytes(),
@@ -186,11 +214,14 @@ extension Agent {
         }
         switch pairing.state(at: now) {
         case .pending: break
-        case .used: throw ActivationRefusal.used
+        case .activating, .used: throw ActivationRefusal.used
         case .expired, .revoked: throw ActivationRefusal.expired
         }
         guard let id = data["devId"]?.stringValue, DeviceID.isValid(id) else {
             throw ActivationRefusal.badData("'devId' must be a device id")
+        }
+        guard !provisioning.access.isReserved(id) else {
+            throw ActivationRefusal(code: 1013, reason: "'\(id)' is a reserved broker name")
         }
         if let product = pairing.productId, data["productId"]?.stringValue != product {
             throw ActivationRefusal.badData("the pairing is for the product \(product)")
@@ -201,28 +232,61 @@ extension Agent {
             }
         }
         guard cache.device(id) == nil, id != user else { throw ActivationRefusal.bound }
-        guard try provisioning.store.claim(user, device: id, gateway: pairing.gatewayId, now: now) else {
-            throw ActivationRefusal.used
+        if pairing.gatewayId == nil, try await provisioning.access.isTakenAtBroker(id) {
+            throw ActivationRefusal(code: 1013, reason: "the broker has a client or role named for '\(id)' that this agent did not make")
         }
-        // The device's info from the request, its space from the pairing, through the receive path (journaled,
-        // cached, heard) as if the device had reported it.
+        // The device's info from the request, its space from the pairing (a pairing without one gives none: the
+        // device does not choose its space), checked before the claim so that a bad one leaves the token usable.
         var info = data
         info.removeValue(forKey: "token")
         info["devId"] = .string(id)
-        if let space = pairing.spaceId { info["spaceId"] = .integer(space) }
-        let report = JSONObject([("time", .integer(now)), ("data", .object(info))])
-        receive(MQTTMessage(topic: topics.info(id), payload: JSONValue.object(report).serializedBytes(), qos: .atLeastOnce))
-        guard let device = cache.device(id)?.info else {
-            try provisioning.store.forget(id)
-            throw ActivationRefusal.badData("the device information in 'data' does not read as an info report")
+        info["spaceId"] = pairing.spaceId.map(JSONValue.integer)
+        do {
+            var probe = DeviceInfo(devId: id)
+            var fields = info
+            _ = try PayloadDecoder.dBm(fields.removeValue(forKey: "wifiSignal"), key: "wifiSignal")
+            _ = try PayloadDecoder.dBm(fields.removeValue(forKey: "rsrp"), key: "rsrp")
+            try probe.merge(fields)
+        } catch {
+            throw ActivationRefusal.badData("the device information in 'data' does not read as an info report: \(error)")
         }
-        if pairing.gatewayId != nil {
+        guard try provisioning.store.claim(user, device: id, gateway: pairing.gatewayId, now: now) else {
+            // An expiry or a revoke won the race.
+            let state = try provisioning.store.pairing(username: user)?.state(at: now)
+            throw state == .expired || state == .revoked ? ActivationRefusal.expired : ActivationRefusal.used
+        }
+        do {
+            // Through the receive path (journaled, cached, heard) as if the device had reported it.
+            let report = JSONObject([("time", .integer(now)), ("data", .object(info))])
+            receive(MQTTMessage(topic: topics.info(id), payload: JSONValue.object(report).serializedBytes(), qos: .atLeastOnce))
+            guard let device = cache.device(id)?.info else {
+                throw ActivationRefusal.badData("the device information in 'data' does not read as an info report")
+            }
+            if pairing.gatewayId != nil {
+                try await provisioning.access.sync()
+                return (device, JSONObject([("devId", .string(id))]))
+            }
+            let password = Secrets.password()
+            try await provisioning.access.createDeviceClient(id, password: password)
+            return (device, JSONObject([("username", .string(id)), ("password", .string(password)), ("clientId", .string(id))]))
+        } catch {
+            await rollBack(user, device: id, provisioning)
+            throw error
+        }
+    }
+
+    /// Undoes a claimed activation that failed: the token is usable again, the device leaves the cache and the
+    /// records, and what was made of its broker access is deleted by the sync.
+    private func rollBack(_ user: String, device: String, _ provisioning: Provisioning) async {
+        do {
+            try provisioning.store.unclaim(user, device: device)
+            try writer.remove(device, now: Timestamp.now())
+            try writer.flush()
             try await provisioning.access.sync()
-            return (device, JSONObject([("devId", .string(id))]))
+        } catch {
+            logger.warning("could not undo a failed activation", metadata: [
+                "pairing": user, "device": device, "error": "\(error)"])
         }
-        let password = Secrets.password()
-        try await provisioning.access.createDeviceClient(id, password: password)
-        return (device, JSONObject([("username", .string(id)), ("password", .string(password)), ("clientId", .string(id))]))
     }
 }
 
@@ -234,6 +298,11 @@ extension Agent {
         guard let user = configuration.username else {
             throw AgentConfiguration.Error(message: "provisioning needs the agent's broker user (username), the "
                                            + "dynamic-security plugin's admin")
+        }
+        // A service role on the agent's own user (or the CLI's) would lock the agent out of its own broker.
+        if let wrong = configuration.serviceUsers.first(where: { $0 == user || $0 == AccessPolicy.cliUser }) {
+            throw AgentConfiguration.Error(message: "serviceUsers must not list '\(wrong)': it is the agent's or the "
+                                           + "operators' CLI broker user, not a service's")
         }
         var mqtt = configuration.mqtt(clientID: (clientID ?? configuration.clientID) + "-access")
         mqtt.cleanSession = true

@@ -7,6 +7,8 @@ public struct Pairing: Sendable, Equatable {
     public enum State: String, Sendable {
         /// Made, not used yet, not expired.
         case pending
+        /// A device is activating with it (its broker access is being made); pending again if that fails.
+        case activating
         /// A device activated with it.
         case used
         /// Its time ran out unused.
@@ -75,11 +77,12 @@ public struct NewPairing: Sendable {
     public let token: String
     public let password: String
 
-    /// `{"token","username","password","expiresAt", ...}`: what `pair --json` prints. No `clientId`: the broker
-    /// does not pin one for bootstrap credentials (a device's own credentials are pinned to its id).
+    /// `{"token","username","password","clientId","expiresAt", ...}`: what `pair --json` prints. The bootstrap
+    /// credentials connect with `clientId` (the user name) only.
     public var json: JSONObject {
         var object = JSONObject([
             ("token", .string(token)), ("username", .string(pairing.username)), ("password", .string(password)),
+            ("clientId", .string(pairing.username)),
             ("expiresAt", .integer(pairing.expiresAt)),
         ])
         for (key, value) in pairing.json(now: pairing.createdAt) where key != "username" && key != "expiresAt" {
@@ -107,7 +110,10 @@ enum Secrets {
     static func password() -> String { hex(bytes: 16) }
 
     /// A bootstrap user name of the device-id shape: `pair-` and 32 random bits.
-    static func bootstrapUsername() -> String { "pair-" + hex(bytes: 4) }
+    static func bootstrapUsername() -> String { bootstrapPrefix + hex(bytes: 4) }
+
+    /// Reserved: no device id begins with it.
+    static let bootstrapPrefix = "pair-"
 
     /// SHA-256 of the token, as hex: what the cache keeps.
     static func hash(_ token: String) -> String {

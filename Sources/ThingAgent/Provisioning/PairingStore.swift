@@ -66,13 +66,13 @@ public final class PairingStore: Sendable {
         }
     }
 
-    /// Ends a pending, unexpired pairing as used by `device` and records the device as provisioned, in one
-    /// transaction: of two activations racing for one token, exactly one gets true.
+    /// Marks a pending, unexpired pairing as activating `device` and records the device as provisioned, in one
+    /// transaction: of two activations racing for one token, exactly one gets true. `complete` or `unclaim` ends it.
     func claim(_ username: String, device: String, gateway: String?, now: Millis) throws -> Bool {
         try withDatabase { db in
             try db.transaction(.immediate) {
                 try db.run("""
-                    UPDATE pairings SET state = 'used', dev_id = ?, ended_at = ?
+                    UPDATE pairings SET state = 'activating', dev_id = ?, ended_at = ?
                     WHERE username = ? AND state = 'pending' AND expires_at > ?
                     """, [.text(device), .integer(now), .text(username), .integer(now)])
                 guard db.changes == 1 else { return false }
@@ -82,6 +82,39 @@ public final class PairingStore: Sendable {
                         activated_at = excluded.activated_at
                     """, [.text(device), Self.text(gateway), .text(username), .integer(now)])
                 return true
+            }
+        }
+    }
+
+    /// The stored token hash of the pairing of bootstrap user `username` (for a revoke by user name).
+    func tokenHash(username: String) throws -> String? {
+        try withDatabase { db in
+            guard case .text(let hash)? = try db.scalar("SELECT token_hash FROM pairings WHERE username = ?",
+                                                        [.text(username)]) else { return nil }
+            return hash
+        }
+    }
+
+    /// The activation succeeded: the pairing is used.
+    func complete(_ username: String, now: Millis) throws {
+        try withDatabase { db in
+            try db.run("UPDATE pairings SET state = 'used', ended_at = ? WHERE username = ? AND state = 'activating'",
+                       [.integer(now), .text(username)])
+        }
+    }
+
+    /// Activations a stopped daemon left half done: their pairings are pending again (their devices are
+    /// forgotten as provisioned; the next sync deletes what was made of their broker access).
+    func resetInterrupted() throws -> [Pairing] {
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                let interrupted = try db.query("SELECT \(Self.columns) FROM pairings WHERE state = 'activating'")
+                    .compactMap(Self.pairing)
+                for pairing in interrupted {
+                    try db.run("DELETE FROM provisioned_devices WHERE pairing = ?", [.text(pairing.username)])
+                }
+                try db.run("UPDATE pairings SET state = 'pending', dev_id = NULL, ended_at = NULL WHERE state = 'activating'")
+                return interrupted
             }
         }
     }
@@ -118,7 +151,7 @@ public final class PairingStore: Sendable {
     /// Ended pairings whose bootstrap credentials may still be at the broker.
     func uncleaned() throws -> [Pairing] {
         try withDatabase { db in
-            try db.query("SELECT \(Self.columns) FROM pairings WHERE state != 'pending' AND cleaned = 0")
+            try db.query("SELECT \(Self.columns) FROM pairings WHERE state NOT IN ('pending', 'activating') AND cleaned = 0")
                 .compactMap(Self.pairing)
         }
     }
@@ -155,9 +188,74 @@ public final class PairingStore: Sendable {
         }
     }
 
+    /// Forgets a removed device, and the sub-devices a removed gateway activated: their topics must not go to
+    /// whoever next activates the gateway's id.
     func forget(_ device: String) throws {
         try withDatabase { db in
-            try db.run("DELETE FROM provisioned_devices WHERE dev_id = ?", [.text(device)])
+            try db.run("DELETE FROM provisioned_devices WHERE dev_id = ? OR gateway_id = ?", [.text(device), .text(device)])
+        }
+    }
+
+    /// Undoes a claim whose activation failed afterwards: the pairing is pending again (its token usable) and the
+    /// device is no longer recorded as provisioned.
+    func unclaim(_ username: String, device: String) throws {
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                try db.run("""
+                    UPDATE pairings SET state = 'pending', dev_id = NULL, ended_at = NULL
+                    WHERE username = ? AND state = 'activating' AND dev_id = ?
+                    """, [.text(username), .text(device)])
+                try db.run("DELETE FROM provisioned_devices WHERE dev_id = ? AND pairing = ?",
+                           [.text(device), .text(username)])
+            }
+        }
+    }
+
+    /// The pending pairings, for the cap on how many may be open at once.
+    func pendingCount(now: Millis) throws -> Int {
+        try withDatabase { db in
+            guard case .integer(let count)? = try db.scalar(
+                "SELECT count(*) FROM pairings WHERE state = 'pending' AND expires_at > ?", [.integer(now)]) else { return 0 }
+            return Int(count)
+        }
+    }
+
+    // MARK: what the agent made at the broker
+
+    enum GrantKind: String, Sendable {
+        case client
+        case role
+    }
+
+    /// The names of the broker clients or roles the agent created and has not deleted since.
+    func grants(_ kind: GrantKind) throws -> Set<String> {
+        try withDatabase { db in
+            Set(try db.query("SELECT name FROM broker_grants WHERE kind = ?", [.text(kind.rawValue)])
+                .compactMap { $0.string("name") })
+        }
+    }
+
+    /// Records clients or roles the broker confirmed the agent created.
+    func recordGrants(_ kind: GrantKind, _ names: [String], now: Millis) throws {
+        guard !names.isEmpty else { return }
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                for name in names {
+                    try db.run("INSERT OR IGNORE INTO broker_grants (kind, name, created_at) VALUES (?, ?, ?)",
+                               [.text(kind.rawValue), .text(name), .integer(now)])
+                }
+            }
+        }
+    }
+
+    func forgetGrants(_ kind: GrantKind, _ names: [String]) throws {
+        guard !names.isEmpty else { return }
+        try withDatabase { db in
+            try db.transaction(.immediate) {
+                for name in names {
+                    try db.run("DELETE FROM broker_grants WHERE kind = ? AND name = ?", [.text(kind.rawValue), .text(name)])
+                }
+            }
         }
     }
 }

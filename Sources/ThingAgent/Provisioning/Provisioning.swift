@@ -117,7 +117,7 @@ final class Provisioning: Sendable {
     func outcome(of username: String) -> Result<DeviceInfo, PairingError>? {
         guard let pairing = try? store.pairing(username: username) else { return nil }
         switch pairing.state(at: Timestamp.now()) {
-        case .pending: return nil
+        case .pending, .activating: return nil
         case .expired: return .failure(.expired)
         case .revoked: return .failure(.revoked)
         case .used:

@@ -258,6 +258,7 @@ public final class Agent: Sendable {
         flusher.start()
         // Before the agent's own connection: the roles it publishes under are given first (a change to its
         // user's roles drops every connection of that user), and every device's access is brought in line.
+        try resetInterruptedActivations()
         try await provisioning?.access.prepare()
         try await client.connect()
         let filters = topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }

@@ -8,7 +8,7 @@ enum PairCommand: Command {
         summary: "pairing tokens: make one (with bootstrap broker credentials), list them, revoke one",
         usage: """
             thing-agent pair [--space ID] [--gateway GW] [--product P] [--ttl S] [--wait] [--json] \
-            | pair list [--json] | pair revoke TOKEN [options]
+            | pair list [--json] | pair revoke TOKEN|USER [options]
             """,
         options: [
             OptionSpec(name: "space", valueName: "ID", help: "the space the device joins (its info's spaceId)"),
@@ -23,7 +23,8 @@ enum PairCommand: Command {
             Needs the daemon running with provisioning on ("provisioning": true): it keeps the pairing (the token
             only as its hash), creates the bootstrap broker credentials through mosquitto's dynamic-security plugin
             and answers the activation (docs/protocol.md, "Provisioning"). The token and the password are shown
-            once. `pair list` reads the cache file: pending, used, expired and revoked pairings.
+            once. `pair list` reads the cache file: pending, used, expired and revoked pairings. `pair revoke` takes the
+            token or the pairing's user name (pair-…) as `pair list` shows it.
 
             """ + ExitCode.table)
 
@@ -90,7 +91,7 @@ enum PairCommand: Command {
             let pairing = try editing { try store.all().first { $0.username == username } }
             guard let pairing else { throw CommandFailure(code: .failure, message: "the pairing \(username) is gone") }
             switch pairing.state(at: now) {
-            case .pending:
+            case .pending, .activating:
                 try await Task.sleep(for: .milliseconds(200))
             case .used:
                 let id = pairing.deviceId ?? ""

@@ -23,7 +23,7 @@ struct SimulatedPairing {
         var credentials: [String: DeviceCredentials] = [:]
         for plan in plans where plan.category != .subdevice {
             let made = try await pairing(JSONObject([("spaceId", .integer(plan.spaceId))]))
-            var mqtt = Simulator.mqtt(configuration, clientID: "sim-\(made.username)", will: nil)
+            var mqtt = Simulator.mqtt(configuration, clientID: made.username, will: nil)
             mqtt.username = made.username
             mqtt.password = made.password
             let answer = try await exchange(mqtt, pairing: made.username, token: made.token, plan)

@@ -207,8 +207,14 @@ public final class AgentClient: Sendable {
         ]), timeout: timeout)
         guard let info = TransferInfo(json: data["transfer"], updatedAt: data["transfer"]?["updatedAt"]?.int64Value ?? 0)
         else { throw AgentClientError.refused(code: 500, message: "the daemon's answer to transfer is not one", error: nil) }
+        // Checked before the conversion to milliseconds, which traps on a number as large as 1e300.
+        guard let stallSeconds = InputBounds.seconds(data["stallTimeout"]?.doubleValue ?? 0, allowZero: true) else {
+            throw AgentClientError.refused(code: 500, message: "the daemon's answer to transfer has a stallTimeout "
+                                           + "that is not a number of seconds from 0 to \(Int(InputBounds.maxSeconds))",
+                                           error: nil)
+        }
         return TransferStart(info: info, moving: (data["moving"]?.arrayValue ?? []).compactMap(\.stringValue),
-                             stallTimeout: .milliseconds(Int64((data["stallTimeout"]?.doubleValue ?? 0) * 1000)))
+                             stallTimeout: .milliseconds(Int64((stallSeconds * 1000).rounded())))
     }
 
     /// Every change of `gateway`'s transfer as the daemon applies it (its event feed, `eventsTopic`), from the

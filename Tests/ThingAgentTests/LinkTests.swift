@@ -213,6 +213,24 @@ struct LinkTests {
                 #expect(throws: EditError.invalid("a link needs at least two DEVICE:CODE members")) {
                     try agent.createLink(DeviceLink(name: "x", members: [DeviceLink.Member("lamp:switch_1")!]))
                 }
+                #expect(throws: EditError.invalid("lamp:switch_1 is named twice")) {
+                    try agent.createLink(DeviceLink(name: "x", members: ["lamp:switch_1", "plug:switch_1", "lamp:switch_1"]
+                        .compactMap(DeviceLink.Member.init)))
+                }
+                // Through the API, as any service user would send it: more than 32 members is a 400, before any
+                // member's device is looked up.
+                let client = try AgentClient(configuration: agent.configuration)
+                try await client.connect()
+                let members = (0...32).map { DeviceLink.Member(deviceId: "d\($0)", code: "switch_1").json }
+                #expect(members.count == 33)
+                await #expect {
+                    _ = try await client.call("links", JSONObject([("action", "create"), ("name", "big"),
+                                                                   ("members", .array(members))]))
+                } throws: { error in
+                    guard case AgentClientError.refused(400, let message, _) = error else { return false }
+                    return message.contains("a link has at most 32 members")
+                }
+                await client.disconnect()
                 #expect(try agent.links().isEmpty)
                 // Numbers with numbers, bools with bools: accepted, and a name is taken once.
                 try agent.createLink(DeviceLink(name: "x", members: [DeviceLink.Member("lamp:bright_value")!,

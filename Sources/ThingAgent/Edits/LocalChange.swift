@@ -163,6 +163,7 @@ extension LocalStore {
     /// `model` gives a device's thing model: a scene's values and a link's codes are checked against it.
     public func apply(_ change: LocalChange, isKnown: (String) -> Bool,
                       model: (String) -> ThingModel?) throws -> JSONValue {
+        if case .createLink(let link) = change { try link.checkShape() }
         for device in change.devices where DeviceID.isValid(device) && !isKnown(device) {
             throw EditError.unknownDevice(device)
         }

@@ -26,6 +26,10 @@ public struct DeviceLink: Sendable, Equatable {
         public var json: JSONValue { .object(JSONObject([("device", .string(deviceId)), ("code", .string(code))])) }
     }
 
+    /// The most members a link may have: every change of one member sends a set to each of the others, so an
+    /// unbounded link turns one report into as many sets as fit a request.
+    public static let maxMembers = 32
+
     public var name: String
     public var members: [Member]
     public var createdAt: Millis
@@ -62,11 +66,7 @@ public struct DeviceLink: Sendable, Equatable {
     /// numbers with numbers, enums with equal ranges). A member whose device has no known model cannot be checked,
     /// so it is refused.
     public func check(model: (String) -> ThingModel?) throws(EditError) {
-        guard !name.isEmpty, name.count <= 64 else { throw .invalid("a link name has 1 to 64 characters") }
-        guard members.count >= 2 else { throw .invalid("a link needs at least two DEVICE:CODE members") }
-        if let twice = members.enumerated().first(where: { index, member in members[..<index].contains(member) }) {
-            throw .invalid("\(twice.element) is named twice")
-        }
+        try checkShape()
         var first: (member: Member, kind: PropertySpec.Kind)?
         for member in members {
             guard DeviceID.isValid(member.deviceId) else { throw .invalid("'\(member.deviceId)' is not a device id") }
@@ -90,6 +90,18 @@ public struct DeviceLink: Sendable, Equatable {
                                + "(\(Self.describe(kind)))")
             }
         }
+    }
+
+    /// The rules that need no device: the name, the number of members (at most `maxMembers`), no member twice.
+    /// Checked before anything is looked up, so an oversized link costs no lookups.
+    public func checkShape() throws(EditError) {
+        guard !name.isEmpty, name.count <= 64 else { throw .invalid("a link name has 1 to 64 characters") }
+        guard members.count >= 2 else { throw .invalid("a link needs at least two DEVICE:CODE members") }
+        guard members.count <= Self.maxMembers else {
+            throw .invalid("a link has at most \(Self.maxMembers) members, and this one names \(members.count)")
+        }
+        var seen = Set<Member>()
+        for member in members where !seen.insert(member).inserted { throw .invalid("\(member) is named twice") }
     }
 
     static func compatible(_ a: PropertySpec.Kind, _ b: PropertySpec.Kind) -> Bool {

@@ -145,6 +145,14 @@ struct ScenesGroupsLinksTests {
             #expect(json["devices"]?.arrayValue?.compactMap { $0["devId"]?.stringValue } == ["away", "lamp", "plug"])
             #expect(try await harness.cli(["set", "--group", "nosuch", "switch_1=true"]).status == 1)
             #expect(try await harness.cli(["detail", "--group", "nosuch"]).status == 1)
+            // A group whose members were all removed does nothing, and says so.
+            #expect(try await harness.cli(["group", "create", "bare", "lamp"]).status == 0)
+            #expect(try await harness.cli(["group", "remove", "bare", "lamp"]).status == 0)
+            for json in [[], ["--json"]] {
+                let empty = try await harness.cli(["set", "--group", "bare", "switch_1=true"] + json + config)
+                #expect(empty.status == 1, "\(empty.stdout) \(empty.stderr)")
+                #expect(empty.stderr.contains("group bare has no members"), "\(empty.stderr)")
+            }
 
             // With no daemon, the command's stand-in sends the sets, by the same rules.
             try await harness.stopDaemon()

@@ -19,7 +19,7 @@ extension SetCommand {
 
     /// Prints a group's report (from `GroupSetReport.json`) and returns its exit code: 0 when every online
     /// member's set succeeded, else the first of 3 (a member's model refused), 4 (refused), 5 (no answer) that
-    /// occurred, else 6 or 1.
+    /// occurred, else 6 or 1; 1 for a group with no members.
     static func show(groupReport report: JSONValue, _ values: [String: JSONValue], json: Bool) -> ExitCode {
         let outcomes = report["outcomes"]?.arrayValue ?? []
         let words = outcomes.compactMap { $0["outcome"]?.stringValue }
@@ -27,11 +27,14 @@ extension SetCommand {
         let ranked: [(String, ExitCode)] = [("invalid", .invalid), ("refused", .refused), ("timeout", .timeout),
                                             ("notSent", .noBroker), ("tooManyInFlight", .noBroker)]
         let code = failures.isEmpty ? .success : ranked.first { failures.contains($0.0) }?.1 ?? .failure
-        if json {
-            Format.printJSON(report)
-            return code
-        }
         let name = report["group"]?.stringValue ?? ""
+        if json { Format.printJSON(report) }
+        // A group whose members were all removed: nothing was done, which is not a success.
+        guard !outcomes.isEmpty else {
+            Console.error("group \(name) has no members")
+            return .failure
+        }
+        if json { return code }
         let skipped = report["skippedOffline"]?.arrayValue?.compactMap(\.stringValue) ?? []
         let sent = outcomes.count - skipped.count - words.filter { $0 == "invalid" }.count
         var head = "group \(name): \(words.filter { $0 == "success" }.count) of \(sent) set\(sent == 1 ? "" : "s") applied"

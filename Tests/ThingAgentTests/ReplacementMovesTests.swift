@@ -23,11 +23,12 @@ struct ReplacementMovesTests {
         try agent.apply(.addNetwork(device: "gwOld", BackupNetwork(ssid: "Spare", password: "12345678", priority: 1)))
     }
 
-    static func withFleet(_ broker: MosquittoBroker, stall: Duration = .seconds(120),
+    static func withFleet(_ broker: MosquittoBroker, stall: Duration = .seconds(120), flushInterval: Duration? = nil,
                           _ body: (Agent, GatewayFleet, String) async throws -> Void) async throws {
         try await GatewayTransferTests.withAgent(broker, adjust: {
             $0.modelsDirectory = TestSupport.repositoryRoot() + "/Config/models"
             $0.transferStallTimeout = stall
+            if let flushInterval { $0.flushInterval = flushInterval }
         }) { agent, database in
             let fleet = try await GatewayFleet.start(broker)
             try await fleet.cached(by: agent)
@@ -74,6 +75,31 @@ struct ReplacementMovesTests {
                 try await plain.start(reports: false)
                 try await fleet.new.publish("properties", #"{"time":\#(t0 + 200),"data":{"led_switch":false}}"#)
                 try await waitUntil(timeout: .seconds(20)) { plain.sets == [#"{"led_switch":false}"#] }
+                answering.cancel()
+            }
+        }
+    }
+
+    /// The file gets the moves at the next flush, the engine at the finish: a link change in between (here the
+    /// flush is an hour away) must not reload the faulty gateway's members from the file.
+    @Test(.timeLimit(.minutes(1)))
+    func aLinkChangeRightAfterAFinishKeepsTheMovedMembers() async throws {
+        try await withBroker { broker in
+            try await Self.withFleet(broker, flushInterval: .seconds(3600)) { agent, fleet, database in
+                let answering = try await GatewayTransferTests.accept(fleet)
+                try await agent.gatewayTransferManager(deviceId: "gwNew").transfer(fromGateway: "gwOld")
+                try await fleet.report(.deviceConfigInit, time: t0 + 100)
+                try await fleet.report(.finish, time: t0 + 101)
+                try await waitUntil(timeout: .seconds(20)) {
+                    agent.linkEngine.links.first { $0.name == "leds" }?.members.map(\.deviceId) == ["gwNew", "gwPlain"]
+                }
+                try agent.createLink(DeviceLink(name: "far", members: [DeviceLink.Member("gwFar:led_switch")!,
+                                                                       DeviceLink.Member("gwPlain:led_switch")!]))
+                let leds = agent.linkEngine.links.first { $0.name == "leds" }
+                #expect(leds?.members.map(\.deviceId) == ["gwNew", "gwPlain"])
+                #expect(agent.linkEngine.links.map(\.name).sorted() == ["far", "leds"])
+                let local = try LocalStore(path: database, readOnly: true)
+                #expect(try local.link(named: "leds")?.members.map(\.deviceId) == ["gwNew", "gwPlain"])
                 answering.cancel()
             }
         }

@@ -8,6 +8,12 @@ extension Agent {
     @discardableResult
     public func apply(_ change: LocalChange) throws -> JSONValue {
         let local = try requireLocal()
+        // A finished replacement moves the links in the engine at once, in the file only at the next flush: the
+        // file is brought up to date first, so that the reload below does not bring back the faulty gateway.
+        switch change {
+        case .createLink, .deleteLink: try writer.flush()
+        default: break
+        }
         let answer = try local.apply(change, isKnown: { self.cache.device($0) != nil },
                                      model: { self.thingModel(for: $0) })
         switch change {

@@ -39,7 +39,7 @@ public func runCommand(_ executable: String, _ arguments: [String], environment:
     let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
     let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
     // Closed here: Foundation's Process keeps them open long after the child ended, and a suite that runs many
-    // commands in parallel would pass 1024 descriptors, past which libmosquitto's select() refuses sockets.
+    // commands in parallel would hold thousands of descriptors for nothing.
     defer {
         try? outHandle.close()
         try? errHandle.close()

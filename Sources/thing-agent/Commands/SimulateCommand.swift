@@ -41,8 +41,8 @@ enum SimulateCommand: Command {
             downloading, verifying, flashing, rebooting (--ota-step apart), goes offline and comes back
             with the new firmwareVersion; --ota-failure-rate of them fail at --ota-fail-at instead.
 
-            A process can hold about 300 MQTT clients (libmosquitto waits with select()), so devices beyond
-            --max-connections share pooled connections of up to 200 devices; those have no will (their
+            Each MQTT client has a network thread of its own, so one process keeps to --max-connections
+            clients (default 250, at most 300); devices beyond that share pooled connections of up to 200 devices; those have no will (their
             offline status is published when the simulator stops, not when it is killed). Fleets over about
             1000 devices need the broker's max_queued_messages raised (deploy/mosquitto.conf: 100000), or
             mosquitto drops QoS 1 messages queued beyond 1000 for a subscriber that falls behind.
@@ -123,7 +123,7 @@ enum SimulateCommand: Command {
         try count("gateways", &options.gateways)
         try count("subdevices", &options.subdevicesPerGateway)
         try count("max-connections", &options.maxConnections, minimum: 1, maximum: 300,
-                  why: " (libmosquitto's select() loop cannot serve more clients in one process)")
+                  why: " (each client has a network thread of its own)")
         try duration("report-interval", &options.reportInterval)
         try duration("signal-interval", &options.signalInterval)
         try duration("ramp", &options.ramp)

@@ -86,8 +86,9 @@ extension Agent {
 
         if let provisioning = provisioningCounters {
             out.family("thing_agent_activations_total", .counter,
-                       "Device activations with a pairing: activated, or refused by code (docs/protocol.md, Provisioning).")
+                       "Device activations with a pairing: activated, refused by code (docs/protocol.md, Provisioning), or dropped unanswered from a full queue.")
             out.sample("thing_agent_activations_total", [("outcome", "activated")], provisioning.activated)
+            out.sample("thing_agent_activations_total", [("outcome", "dropped")], provisioning.dropped)
             for (code, count) in provisioning.refusals.sorted(by: { $0.key < $1.key }) {
                 out.sample("thing_agent_activations_total", [("outcome", "refused"), ("code", "\(code)")], count)
             }

@@ -61,12 +61,15 @@ struct ActivationRefusal: Error {
 public final class ProvisioningCounters: Sendable {
     private let counts = Mutex<[Int: Int]>([:])
     let activations = Atomic<Int>(0)
+    let drops = Atomic<Int>(0)
 
     func refused(_ code: Int) { counts.withLock { $0[code, default: 0] += 1 } }
 
     /// Refusals by code.
     public var refusals: [Int: Int] { counts.withLock { $0 } }
     public var activated: Int { activations.load(ordering: .relaxed) }
+    /// Activation requests dropped unanswered because the queue of requests waiting to be answered was full.
+    public var dropped: Int { drops.load(ordering: .relaxed) }
 }
 
 /// The daemon's provisioning: pairings, activations, and the broker access that follows them.
@@ -83,19 +86,27 @@ final class Provisioning: Sendable {
     private let waiters = Mutex<[String: [@Sendable (Result<DeviceInfo, PairingError>) -> Void]]>([:])
     /// How long a used pairing's bootstrap credentials live on, so that its answer reaches the device first.
     static let bootstrapGrace: Millis = 1000
+    /// Activation requests waiting to be answered; a flood beyond it is counted and dropped, never queued without end.
+    static let queueLimit = 1024
 
     init(store: PairingStore, access: AccessManager, topics: Topics, logger: AgentLogger) {
         self.store = store
         self.access = access
         self.topics = topics
         self.logger = logger
-        (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(1024))
+        (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.queueLimit))
     }
 
     /// Called on the receive path for topics outside the device tree: takes activation requests.
     func accept(_ message: MQTTMessage) -> Bool {
         guard topics.activationUser(message.topic) != nil else { return false }
-        continuation.yield(message)
+        if case .dropped = continuation.yield(message) {
+            counters.drops.add(1, ordering: .relaxed)
+            if logLimiter.shouldLog("activation-queue-full", now: Timestamp.now()) {
+                logger.warning("activation request dropped: \(Self.queueLimit) requests are waiting to be answered",
+                               metadata: ["topic": message.topic])
+            }
+        }
         return true
     }
 

@@ -43,11 +43,14 @@ struct ReplacementMovesTests {
     func aFinishMovesGroupsScenesLinksAndLocalFieldsOnceAndRecordsIt() async throws {
         try await withBroker { broker in
             try await Self.withFleet(broker) { agent, fleet, database in
+                // The faulty gateway is offline: its grace period runs in the offline watch.
+                try await waitUntil(timeout: .seconds(20)) { agent.offlineWatch.isWatching("gwOld") }
                 let answering = try await GatewayTransferTests.accept(fleet)
                 try await agent.gatewayTransferManager(deviceId: "gwNew").transfer(fromGateway: "gwOld")
                 try await fleet.report(.deviceConfigInit, time: t0 + 100)
                 try await fleet.report(.finish, time: t0 + 101)
                 try await waitUntil(timeout: .seconds(20)) { (try? agent.replacements().isEmpty) == false }
+                #expect(!agent.offlineWatch.isWatching("gwOld"), "a replaced gateway is not warned about")
 
                 let replacement = try #require(try agent.replacements(involving: "gwNew").first)
                 #expect(replacement.old == "gwOld" && replacement.new == "gwNew" && replacement.time == t0 + 101)

@@ -40,7 +40,12 @@ final class OfflineWatch: Sendable {
     /// Offline warnings published since start.
     var warningsPublished: Int { warnings.load(ordering: .relaxed) }
 
-    /// A removed device is not warned about.
+    /// Whether `device` is offline as far as the watch knows (its grace running, or warned about).
+    func isWatching(_ device: String) -> Bool {
+        state.withLock { $0.alerts[device] != nil }
+    }
+
+    /// A removed device, or a gateway just replaced by another, is not warned about.
     func forget(_ device: String) {
         state.withLock { state in
             guard state.alerts.removeValue(forKey: device) != nil else { return }

@@ -3,6 +3,8 @@
 extension OfflineWatch: CacheWatch {
     func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
         if let online = changes.status { statusChanged(device, online: online, now: now) }
+        // The replacement deleted the faulty gateway's alert from the file; memory must not warn or write it back.
+        if let faulty = changes.replacedGateway { forget(faulty) }
     }
 
     func removed(_ device: String) {

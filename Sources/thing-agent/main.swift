@@ -32,12 +32,19 @@ func topLevelHelp() -> String {
         """
 }
 
+/// What the command line asks for: an exit code already (help, a usage error, a command that reads only the
+/// cache file), or a command that needs the async runtime (a broker, a daemon, timers).
+enum Launch {
+    case done(Int32)
+    case async(any Command.Type, ParsedArguments, name: String)
+}
+
 @MainActor
-func main() async -> Int32 {
+func launch() -> Launch {
     var arguments = Array(CommandLine.arguments.dropFirst())
     if arguments == ["--version"] {
         Console.out(VersionCommand.line)
-        return ExitCode.success.rawValue
+        return .done(ExitCode.success.rawValue)
     }
     // `help CMD` is `CMD --help`.
     if arguments.count == 2, arguments[0] == "help" {
@@ -45,33 +52,59 @@ func main() async -> Int32 {
     }
     guard let name = arguments.first, !["--help", "-h", "help"].contains(name) else {
         print(topLevelHelp())
-        return arguments.isEmpty ? ExitCode.usage.rawValue : ExitCode.success.rawValue
+        return .done(arguments.isEmpty ? ExitCode.usage.rawValue : ExitCode.success.rawValue)
     }
     arguments.removeFirst()
     guard let command = commands.first(where: { $0.spec.name == name }) else {
         Console.error("unknown command '\(name)'; run 'thing-agent --help' for the list")
-        return ExitCode.usage.rawValue
+        return .done(ExitCode.usage.rawValue)
     }
     do {
         let parsed = try command.spec.parse(arguments)
         if parsed.has("help") {
             print(command.spec.help)
-            return ExitCode.success.rawValue
+            return .done(ExitCode.success.rawValue)
         }
+        if let code = try command.runLocally(parsed) { return .done(code.rawValue) }
+        return .async(command, parsed, name: name)
+    } catch {
+        return .done(exitCode(for: error, command: name))
+    }
+}
+
+@MainActor
+func run(_ command: any Command.Type, _ parsed: ParsedArguments, name: String) async -> Int32 {
+    do {
         return try await command.run(parsed).rawValue
-    } catch let error as UsageError {
+    } catch {
+        return exitCode(for: error, command: name)
+    }
+}
+
+/// Says what went wrong on stderr and gives the exit code for it.
+func exitCode(for error: any Error, command name: String) -> Int32 {
+    switch error {
+    case let error as UsageError:
         Console.error("\(error.message)\nRun 'thing-agent \(name) --help' for usage.")
         return ExitCode.usage.rawValue
-    } catch let failure as CommandFailure {
+    case let failure as CommandFailure:
         Console.error(failure.message)
         return failure.code.rawValue
-    } catch let error as RequestError {
+    case let error as RequestError:
         Console.error(error.commandLineDescription)
         return error.exitCode.rawValue
-    } catch {
+    default:
         Console.error("\(error)")
         return ExitCode.failure.rawValue
     }
 }
 
-exit(await main())
+// No top-level `await`: with one, the whole program would start as an async main, and every command (even `info`,
+// which reads one row) would pay for the runtime's threads and the hand-overs between them (about 0.5 ms).
+switch launch() {
+case .done(let code):
+    exit(code)
+case .async(let command, let parsed, let name):
+    Task { exit(await run(command, parsed, name: name)) }
+    dispatchMain()
+}

@@ -208,6 +208,13 @@ enum CacheSchema {
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).
+    /// A reader's check instead of migrating: a file from before the latest migration lacks tables or columns
+    /// the reader would ask for, so it gets a clear error rather than an SQL one.
+    static func requireCurrent(_ database: Database) throws {
+        let version = try database.userVersion
+        if version < migrations.count { throw CacheError.schemaTooOld(path: database.path, version: version) }
+    }
+
     static func open(_ path: String, readOnly: Bool) throws -> Database {
         var options = Database.Options()
         options.readOnly = readOnly

@@ -21,8 +21,8 @@ final class CacheStore {
         database = try Database(path: path, options: options)
         if !readOnly {
             _ = try Migrator(CacheSchema.migrations).migrate(database)
-        } else if try database.userVersion < CacheSchema.migrations.count {
-            throw CacheError.schemaTooOld(path: path, version: try database.userVersion)
+        } else {
+            try CacheSchema.requireCurrent(database)
         }
         let columns = CacheSchema.deviceColumns
         upsertDevice = try database.prepare("""
@@ -102,6 +102,10 @@ final class CacheStore {
 
     /// The `meta` rows whose key starts with `prefix`.
     func meta(prefix: String) throws -> [String: Int64] {
+        try Self.meta(prefix: prefix, in: database)
+    }
+
+    static func meta(prefix: String, in database: Database) throws -> [String: Int64] {
         var rows: [String: Int64] = [:]
         for row in try database.query("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
                                       [.integer(Int64(prefix.utf8.count)), .text(prefix)]) {
@@ -157,23 +161,32 @@ final class CacheStore {
     /// `shouldStop` is asked every few thousand rows: true ends the load with `StartUpInterrupted` (a SIGTERM
     /// while a big cache loads is honoured at once).
     func loadAll(shouldStop: @escaping @Sendable () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
-        try load(filter: nil, [], shouldStop: shouldStop)
+        try Self.loadAll(database, shouldStop: shouldStop)
+    }
+
+    static func loadAll(_ database: Database,
+                        shouldStop: @escaping @Sendable () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
+        try load(database, filter: nil, [], shouldStop: shouldStop)
     }
 
     /// Reads one device (the CLI's `info`: no need to load the fleet).
     func loadDevice(_ id: String) throws -> DeviceSnapshot? {
-        try load(filter: "dev_id = ?", [.text(id)])[id]
+        try Self.loadDevice(id, from: database)
+    }
+
+    static func loadDevice(_ id: String, from database: Database) throws -> DeviceSnapshot? {
+        try load(database, filter: "dev_id = ?", [.text(id)])[id]
     }
 
     /// Reads the devices whose info names `gateway` (indexed by `devices_by_gateway`).
-    func loadSubDevices(of gateway: String) throws -> [DeviceSnapshot] {
-        try load(filter: "gateway_id = ?", [.text(gateway)]).values.sorted { $0.id < $1.id }
+    static func loadSubDevices(of gateway: String, from database: Database) throws -> [DeviceSnapshot] {
+        try load(database, filter: "gateway_id = ?", [.text(gateway)]).values.sorted { $0.id < $1.id }
     }
 
     /// Reads the devices matching an SQL condition on `devices` (and their properties and transfers).
     /// The whole cache is read on two threads: the properties on a second connection while the device rows load.
-    private func load(filter: String?, _ bindings: [SQLiteValue],
-                      shouldStop: @escaping @Sendable () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
+    private static func load(_ database: Database, filter: String?, _ bindings: [SQLiteValue],
+                             shouldStop: @escaping @Sendable () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
         let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let tables: [(String, PropertyTable)]
         var devices: [String: DeviceSnapshot]

@@ -160,27 +160,34 @@ public final class LocalStore: Sendable {
 
     /// The device's local metadata; defaults (no local name, offline warning on) when never edited.
     public func metadata(_ id: String) throws -> DeviceMetadata {
-        try withDatabase { db in
-            guard let row = try db.query(
-                "SELECT name, room, icon, offline_warning, updated_at FROM device_meta WHERE dev_id = ?", [.text(id)]
-            ).first else { return DeviceMetadata() }
-            return DeviceMetadata(name: row.string("name"), room: row.string("room"), icon: row.string("icon"),
-                                  offlineWarning: (row.int("offline_warning") ?? 1) != 0, updatedAt: row.int("updated_at"))
-        }
+        try withDatabase { db in try Self.metadata(id, in: db) }
     }
 
     /// Every edited device's metadata (one query for a whole list).
     public func allMetadata() throws -> [String: DeviceMetadata] {
-        try withDatabase { db in
-            var all: [String: DeviceMetadata] = [:]
-            for row in try db.query("SELECT dev_id, name, room, icon, offline_warning, updated_at FROM device_meta") {
-                guard let id = row.string("dev_id") else { continue }
-                all[id] = DeviceMetadata(name: row.string("name"), room: row.string("room"), icon: row.string("icon"),
-                                         offlineWarning: (row.int("offline_warning") ?? 1) != 0,
-                                         updatedAt: row.int("updated_at"))
-            }
-            return all
+        try withDatabase { db in try Self.allMetadata(in: db) }
+    }
+
+    /// On any connection to the file (the CLI's reader reads it on the one it reads the device with).
+    static func metadata(_ id: String, in db: Database) throws -> DeviceMetadata {
+        guard let row = try db.query(
+            "SELECT name, room, icon, offline_warning, updated_at FROM device_meta WHERE dev_id = ?", [.text(id)]
+        ).first else { return DeviceMetadata() }
+        return metadata(row)
+    }
+
+    static func allMetadata(in db: Database) throws -> [String: DeviceMetadata] {
+        var all: [String: DeviceMetadata] = [:]
+        for row in try db.query("SELECT dev_id, name, room, icon, offline_warning, updated_at FROM device_meta") {
+            guard let id = row.string("dev_id") else { continue }
+            all[id] = metadata(row)
         }
+        return all
+    }
+
+    private static func metadata(_ row: Row) -> DeviceMetadata {
+        DeviceMetadata(name: row.string("name"), room: row.string("room"), icon: row.string("icon"),
+                       offlineWarning: (row.int("offline_warning") ?? 1) != 0, updatedAt: row.int("updated_at"))
     }
 
     /// Whether the offline watch may warn about the device (true when unreadable: a warning too many beats none).

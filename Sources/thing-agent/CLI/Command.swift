@@ -1,24 +1,49 @@
 import Foundation
 import ThingAgent
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One subcommand: its spec (options, help) and what it does.
 protocol Command: SendableMetatype {
     static var spec: CommandSpec { get }
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode
+    /// Runs the command without the async runtime when these arguments need nothing asynchronous (they read the
+    /// cache file and print); nil hands them to `run`. A short command then starts no threads.
+    static func runLocally(_ arguments: ParsedArguments) throws -> ExitCode?
+}
+
+extension Command {
+    static func runLocally(_ arguments: ParsedArguments) throws -> ExitCode? { nil }
 }
 
 /// Where commands write: stdout for results, stderr for errors and logs.
 enum Console {
     /// Messages quote what devices said (a refusal's message): nothing in them reaches the terminal raw.
     static func error(_ message: String) {
-        try? FileHandle.standardError.write(contentsOf: Data("thing-agent: \(message.terminalSafe(keepingNewlines: true))\n".utf8))
+        write("thing-agent: \(message.terminalSafe(keepingNewlines: true))\n", to: STDERR_FILENO)
     }
 
     /// A line on stdout, written at once (print buffers when stdout is not a terminal). The program's own
     /// newlines stay; any other control character (from a device-supplied string) is escaped. `--json` output
     /// does not come here: it stays exact.
     static func out(_ line: String) {
-        try? FileHandle.standardOutput.write(contentsOf: Data((line.terminalSafe(keepingNewlines: true) + "\n").utf8))
+        write(line.terminalSafe(keepingNewlines: true) + "\n", to: STDOUT_FILENO)
+    }
+
+    /// All of `text`, with the system call itself (FileHandle and Data cost more than the write on a short
+    /// command). A closed or full stdout loses the output as FileHandle's `try?` did; nothing else is lost.
+    private static func write(_ text: String, to descriptor: Int32) {
+        var text = text
+        text.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if written < 0, errno == EINTR { continue }
+                guard written > 0 else { return }
+                offset += written
+            }
+        }
     }
 }
 

@@ -27,7 +27,7 @@ enum CommonOptions {
     /// Builds the configuration: defaults, then the config file, then THING_AGENT_* variables, then flags.
     static func configuration(_ arguments: ParsedArguments) throws -> AgentConfiguration {
         var configuration = AgentConfiguration()
-        let environment = ProcessInfo.processInfo.environment
+        let environment = agentEnvironment()
         do {
             if let file = arguments.value("config") ?? environment["THING_AGENT_CONFIG"] {
                 try configuration.apply(file: file)
@@ -42,6 +42,21 @@ enum CommonOptions {
             throw CommandFailure(code: .usage, message: error.message)
         }
         return configuration
+    }
+
+    /// The process's `THING_AGENT_*` variables, read from `environ` itself: on a short command, Foundation's
+    /// `ProcessInfo` (set up on first use, every variable copied into a dictionary) cost more than the work.
+    static func agentEnvironment() -> [String: String] {
+        var variables: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            entry += 1
+            guard strncmp(pointer, "THING_AGENT_", 12) == 0 else { continue }
+            let text = String(cString: pointer)
+            guard let equals = text.firstIndex(of: "=") else { continue }
+            variables[String(text[..<equals])] = String(text[text.index(after: equals)...])
+        }
+        return variables
     }
 
     static func logger(_ configuration: AgentConfiguration, label: String = "thing-agent") -> AgentLogger {

@@ -14,9 +14,44 @@ enum Format {
         }
     }
 
+    /// `2026-12-01T14:28:13`, UTC, whole seconds (rounded down). In plain arithmetic: Foundation's ISO 8601
+    /// style went through ICU's calendar and time-zone data, most of a short `info`'s time when it printed a date.
+    /// The calendar is the proleptic Gregorian one that ISO 8601 prescribes, also before 1582 (where ICU used the
+    /// Julian calendar).
     static func date(_ millis: Millis) -> String {
-        Date(timeIntervalSince1970: Double(millis) / 1000)
-            .formatted(.iso8601.year().month().day().dateSeparator(.dash).time(includingFractionalSeconds: false))
+        let seconds = millis.dividedRoundingDown(by: 1000)
+        let days = seconds.dividedRoundingDown(by: 86_400)
+        let second = seconds - days * 86_400
+        let (year, month, day) = civilDate(daysSince1970: days)
+        let yearText = year < 0 ? "-" + digits(-year, 4) : digits(year, 4)
+        return "\(yearText)-\(digits(month, 2))-\(digits(day, 2))T"
+            + "\(digits(second / 3600, 2)):\(digits(second / 60 % 60, 2)):\(digits(second % 60, 2))"
+    }
+
+    /// Year, month and day of a count of days since 1970-01-01, in the proleptic Gregorian calendar (counted in
+    /// 400-year eras from 0000-03-01, so that the leap day ends each year).
+    static func civilDate(daysSince1970 days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let shifted = days + 719_468
+        let era = shifted.dividedRoundingDown(by: 146_097)
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthFromMarch = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthFromMarch + 2) / 5 + 1
+        let month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    /// `value` in decimal, zero-padded to at least `width` digits.
+    private static func digits(_ value: Int64, _ width: Int) -> String {
+        let text = String(value)
+        return text.count < width ? String(repeating: "0", count: width - text.count) + text : text
+    }
+
+    /// A label in `info`'s first column: padded to 16 terminal columns, and whole when longer (Foundation's
+    /// `padding(toLength:)` cut a longer property code, so two codes could print as one).
+    static func label(_ text: String) -> String {
+        text.padded(from: text.terminalWidth, to: 16)
     }
 
     /// Signal strength as a word, by the usual Wi-Fi dBm bands (the library's `SignalQuality`).
@@ -81,6 +116,15 @@ extension Format {
     /// `code=value` pairs in code order, as typed on the command line.
     static func assignments(_ values: [String: JSONValue]) -> String {
         values.sorted { $0.key < $1.key }.map { "\($0.key)=\(value($0.value))" }.joined(separator: " ")
+    }
+}
+
+extension Int64 {
+    /// Division rounding towards minus infinity (Swift's `/` rounds towards zero): a moment before 1970 still
+    /// falls in the second, and the day, that it is in.
+    func dividedRoundingDown(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
     }
 }
 

@@ -14,16 +14,26 @@ enum DevicesCommand: Command {
         ] + CommonOptions.options)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        try list(arguments)
+    }
+
+    /// It only reads the cache file: no async runtime needed.
+    static func runLocally(_ arguments: ParsedArguments) throws -> ExitCode? {
+        try list(arguments)
+    }
+
+    private static func list(_ arguments: ParsedArguments) throws -> ExitCode {
         guard arguments.positionals.isEmpty else {
             throw CommandFailure(code: .usage, message: "unexpected argument '\(arguments.positionals[0])'")
         }
         let configuration = try CommonOptions.configuration(arguments)
-        var devices = try openCache(configuration).devices()
+        let reader = try openCache(configuration)
+        var devices = try reader.devices()
         if arguments.has("offline") { devices = devices.filter { $0.online == false } }
         if let gateway = arguments.value("gateway") { devices = devices.filter { $0.info.gatewayId == gateway } }
         let now = Timestamp.current
         // Local names, rooms, icons (none in a cache file from before schema 3).
-        let metadata = (try? LocalStore(path: configuration.database, readOnly: true).allMetadata()) ?? [:]
+        let metadata = (try? reader.allMetadata()) ?? [:]
         if arguments.has("json") {
             Format.printJSON(.array(devices.map { .object($0.json(now: now, metadata: metadata[$0.id])) }))
             return .success

@@ -14,37 +14,49 @@ enum InfoCommand: Command {
         ] + CommonOptions.options,
         discussion: "An unknown device exits 1.\n\n" + ExitCode.table)
 
+    /// Without `--fetch`: the device, its metadata and its upgrade from the cache file, on one connection.
+    static func runLocally(_ arguments: ParsedArguments) throws -> ExitCode? {
+        let (device, configuration) = try parse(arguments)
+        guard !arguments.has("fetch") else { return nil }
+        let reader = try openCache(configuration)
+        guard let snapshot = try reader.device(device) else {
+            throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.database)")
+        }
+        show(snapshot, from: reader, json: arguments.has("json"))
+        return .success
+    }
+
+    /// `--fetch`: the device's answer, with the metadata and upgrade the cache file has (none when it has none).
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
+        let (device, configuration) = try parse(arguments)
+        let fetched = try await withRequests(configuration) { try await $0.fetch(device) }
+        guard let fetched else {
+            throw CommandFailure(code: .failure, message: "device \(device) is not in the cache")
+        }
+        show(fetched, from: try? CacheReader(path: configuration.database), json: arguments.has("json"))
+        return .success
+    }
+
+    private static func parse(_ arguments: ParsedArguments) throws -> (device: String, AgentConfiguration) {
         let device = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
         try applyTimeout(arguments, to: &configuration)
-        let snapshot: DeviceSnapshot
-        if arguments.has("fetch") {
-            let fetched = try await withRequests(configuration) { try await $0.fetch(device) }
-            guard let fetched else {
-                throw CommandFailure(code: .failure, message: "device \(device) is not in the cache")
-            }
-            snapshot = fetched
-        } else {
-            let reader = try openCache(configuration)
-            guard let cached = try reader.device(device) else {
-                throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.database)")
-            }
-            snapshot = cached
-        }
+        return (device, configuration)
+    }
+
+    private static func show(_ snapshot: DeviceSnapshot, from reader: CacheReader?, json: Bool) {
         let now = Timestamp.current
         // Local metadata (a cache file from before schema 3 has none; the daemon upgrades it).
-        let metadata = try? LocalStore(path: configuration.database, readOnly: true).metadata(device)
+        let metadata = reader.flatMap { try? $0.metadata(snapshot.id) }
         // The running or last firmware upgrade (none in a cache file from before schema 4).
-        let upgrade = (try? CacheReader(path: configuration.database)).flatMap { try? $0.upgrade(device) } ?? nil
-        if arguments.has("json") {
+        let upgrade = reader.flatMap { try? $0.upgrade(snapshot.id) } ?? nil
+        if json {
             var object = snapshot.json(now: now, metadata: metadata)
             if let upgrade { object["upgrade"] = .object(upgrade.json) }
             Format.printJSON(.object(object))
         } else {
             Console.out(text(snapshot, now: now, metadata: metadata) + (upgrade.map { "\n" + upgradeLine($0, now: now) } ?? ""))
         }
-        return .success
     }
 
     static func upgradeLine(_ upgrade: OTAUpgrade, now: Millis) -> String {
@@ -74,7 +86,7 @@ enum InfoCommand: Command {
         }
         for (key, value) in device.info.json where key != "devId" && key != "wifiSignal" && key != "rsrp" {
             guard !value.isNull else { continue }
-            lines.append("  \(key.padding(toLength: 16, withPad: " ", startingAt: 0)) \(Format.value(value))")
+            lines.append("  \(Format.label(key)) \(Format.value(value))")
         }
         if let transfer = device.transfer {
             lines.append("  transfer         \(transfer.status) from \(transfer.targetDeviceId ?? "?")"
@@ -84,7 +96,7 @@ enum InfoCommand: Command {
         if device.properties.isEmpty { lines.append("  (none reported)") }
         for code in device.properties.keys.sorted() {
             let property = device.properties[code]!
-            lines.append("  \(code.terminalSafe().padding(toLength: 16, withPad: " ", startingAt: 0)) "
+            lines.append("  \(Format.label(code.terminalSafe())) "
                 + "\(Format.value(property.value))  (\(Format.age(property.time, now: now)))")
         }
         return lines.joined(separator: "\n")

@@ -14,16 +14,9 @@ let package = Package(
     ],
     targets: [
         // C libraries from Debian's -dev packages.
-        .systemLibrary(
-            name: "CMosquitto",
-            pkgConfig: "libmosquitto",
-            providers: [.apt(["libmosquitto-dev"])]
-        ),
-        .systemLibrary(
-            name: "COpenSSL",
-            pkgConfig: "openssl",
-            providers: [.apt(["libssl-dev"])]
-        ),
+        // libmosquitto's and OpenSSL's headers (libmosquitto-dev, libssl-dev), the libraries loaded when first
+        // needed (Sources/CLazyLibraries/include/CLazyLibraries.h), not linked: a short command starts without them.
+        .target(name: "CLazyLibraries"),
         .systemLibrary(
             // Headers only: HTTPEndpoint loads the library when a server starts (HTTPEndpoint/MicroHTTPD.swift).
             name: "CMicroHTTPD",
@@ -37,10 +30,11 @@ let package = Package(
 
         // Swift layers: each points only down.
         .target(name: "JSON", swiftSettings: swift6),
-        .target(name: "MQTT", dependencies: ["CMosquitto", "COpenSSL"], swiftSettings: swift6),
+        .target(name: "MQTT", dependencies: ["CLazyLibraries"], swiftSettings: swift6),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
         .target(name: "HTTPEndpoint", dependencies: ["CMicroHTTPD"], swiftSettings: swift6),
-        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "HTTPEndpoint", "COpenSSL"], swiftSettings: swift6),
+        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "HTTPEndpoint", "CLazyLibraries"],
+                swiftSettings: swift6),
         .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
         // Benchmarks, all of them: a release-built executable that prints figures (README, "Performance"), with a
         // broker and answering devices of its own (nothing from Tests/).

@@ -1,40 +1,40 @@
-internal import CMosquitto
+internal import CLazyLibraries
 
 /// The C callbacks. Each finds its `ClientCore` through the `obj` pointer given to `mosquitto_new` and hands over
 /// copies of the data: libmosquitto frees topic, payload and properties when the callback returns.
 enum Callbacks {
     static func install(on pointer: OpaquePointer) {
-        mosquitto_connect_v5_callback_set(pointer) { mosq, obj, code, flags, _ in
+        libmosquitto.mosquitto_connect_v5_callback_set(pointer) { mosq, obj, code, flags, _ in
             guard let core = ClientCore.from(obj) else { return }
             // Queued here, inside the CONNACK's handling, it goes out before the messages libmosquitto resends
             // once the callback returns, and before anything the client's users can send.
             if code == 0, let birth = core.configuration.birth, let mosq {
                 let payload = birth.payload()
                 _ = payload.withUnsafeBytes { bytes in
-                    mosquitto_publish(mosq, nil, birth.topic, Int32(bytes.count), bytes.baseAddress,
+                    libmosquitto.mosquitto_publish(mosq, nil, birth.topic, Int32(bytes.count), bytes.baseAddress,
                                       Int32(birth.qos.rawValue), birth.retain)
                 }
             }
             core.didReceiveConnack(code: code, sessionPresent: flags & 1 != 0)
         }
-        mosquitto_disconnect_v5_callback_set(pointer) { _, obj, reason, _ in
+        libmosquitto.mosquitto_disconnect_v5_callback_set(pointer) { _, obj, reason, _ in
             ClientCore.from(obj)?.didDisconnect(reason: reason)
         }
-        mosquitto_log_callback_set(pointer) { _, obj, level, text in
+        libmosquitto.mosquitto_log_callback_set(pointer) { _, obj, level, text in
             guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
             ClientCore.from(obj)?.didLog(String(cString: text))
         }
-        mosquitto_publish_v5_callback_set(pointer) { _, obj, mid, reason, _ in
+        libmosquitto.mosquitto_publish_v5_callback_set(pointer) { _, obj, mid, reason, _ in
             ClientCore.from(obj)?.didCompletePublish(mid: mid, reasonCode: reason)
         }
-        mosquitto_subscribe_v5_callback_set(pointer) { _, obj, mid, count, granted, _ in
+        libmosquitto.mosquitto_subscribe_v5_callback_set(pointer) { _, obj, mid, count, granted, _ in
             let codes = (0..<Int(max(count, 0))).map { granted?[$0] ?? 0x80 }
             ClientCore.from(obj)?.didSubscribe(mid: mid, grantedCodes: codes)
         }
-        mosquitto_unsubscribe_v5_callback_set(pointer) { _, obj, mid, _ in
+        libmosquitto.mosquitto_unsubscribe_v5_callback_set(pointer) { _, obj, mid, _ in
             ClientCore.from(obj)?.didUnsubscribe(mid: mid)
         }
-        mosquitto_message_v5_callback_set(pointer) { _, obj, message, properties in
+        libmosquitto.mosquitto_message_v5_callback_set(pointer) { _, obj, message, properties in
             guard let core = ClientCore.from(obj), let raw = message?.pointee else { return }
             let payload: [UInt8] =
                 if let bytes = raw.payload, raw.payloadlen > 0 {

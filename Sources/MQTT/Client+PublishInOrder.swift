@@ -1,4 +1,4 @@
-internal import CMosquitto
+internal import CLazyLibraries
 
 extension MQTTClient {
     /// Publishes `messages` at once, in their order, without waiting for one acknowledgement before the next goes
@@ -50,7 +50,7 @@ extension MQTTClient {
             }
             var mid: Int32 = 0
             let rc = message.payload.withUnsafeBytes { bytes in
-                mosquitto_publish(handle.pointer, &mid, message.topic, Int32(bytes.count), bytes.baseAddress,
+                libmosquitto.mosquitto_publish(handle.pointer, &mid, message.topic, Int32(bytes.count), bytes.baseAddress,
                                   Int32(qos.rawValue), retain)
             }
             if rc != 0 {

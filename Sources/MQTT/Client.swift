@@ -1,4 +1,4 @@
-internal import CMosquitto
+internal import CLazyLibraries
 import Dispatch
 #if canImport(Glibc)
 import Glibc
@@ -135,7 +135,7 @@ public final class MQTTClient: Sendable {
     /// Subscribes to several filters (one SUBSCRIBE per QoS level) and waits for every SUBACK. Filters the broker
     /// refuses are not remembered; the error names them.
     public func subscribe(_ filters: [(String, QoS)]) async throws(MQTTError) {
-        for (filter, _) in filters where mosquitto_sub_topic_check(filter) != 0 {
+        for (filter, _) in filters where libmosquitto.mosquitto_sub_topic_check(filter) != 0 {
             throw MQTTError(
                 kind: .protocolError, code: MQTTError.Code.invalid, message: "invalid topic filter",
                 context: "subscribe to \"\(filter)\"")
@@ -147,7 +147,7 @@ public final class MQTTClient: Sendable {
                 var names = group.map { strdup($0.0) }
                 defer { names.forEach { free($0) } }
                 let rc = names.withUnsafeMutableBufferPointer { buffer in
-                    mosquitto_subscribe_multiple(
+                    libmosquitto.mosquitto_subscribe_multiple(
                         handle.pointer, &mid, Int32(buffer.count), buffer.baseAddress, Int32(qos.rawValue), 0, nil)
                 }
                 return (rc, { .subscribe($0, filters: group) })
@@ -158,7 +158,7 @@ public final class MQTTClient: Sendable {
     /// Unsubscribes, waits for the UNSUBACK, and forgets the filter (it is no longer restored).
     public func unsubscribe(_ topicFilter: String) async throws(MQTTError) {
         try await awaitAcknowledgement(context: "unsubscribe from \"\(topicFilter)\"") { handle, mid in
-            let rc = mosquitto_unsubscribe(handle.pointer, &mid, topicFilter)
+            let rc = libmosquitto.mosquitto_unsubscribe(handle.pointer, &mid, topicFilter)
             return (rc, { .unsubscribe($0, filter: topicFilter) })
         } beforeSending: { state in
             state.subscriptions.removeValue(forKey: topicFilter)
@@ -184,7 +184,7 @@ public final class MQTTClient: Sendable {
         let propertyList = SendableProperties(pointer: properties.pointer)
         let send = { (handle: MosquittoHandle, mid: inout Int32) -> Int32 in
             payload.withUnsafeBytes { bytes in
-                mosquitto_publish_v5(
+                libmosquitto.mosquitto_publish_v5(
                     handle.pointer, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain,
                     propertyList.pointer)
             }
@@ -231,7 +231,7 @@ public final class MQTTClient: Sendable {
                 // stops at once instead of at the end of its loop slice. Under the lock, as publish does, so the
                 // thread cannot destroy the handle meanwhile.
                 if state.threadRunning, state.connection == .connected, let handle = state.handle {
-                    _ = mosquitto_disconnect(handle.pointer)
+                    _ = libmosquitto.mosquitto_disconnect(handle.pointer)
                     core.wake.signal()
                 }
             }
@@ -246,7 +246,7 @@ public final class MQTTClient: Sendable {
     package func dropConnectionUncleanly() {
         core.withState { state in
             guard let handle = state.handle else { return }
-            let socket = mosquitto_socket(handle.pointer)
+            let socket = libmosquitto.mosquitto_socket(handle.pointer)
             if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
         }
     }

@@ -1,4 +1,4 @@
-internal import CMosquitto
+internal import CLazyLibraries
 
 /// What a lost connection means, and where the reconnect backoff resumes. A pure value, checked in tests.
 ///
@@ -53,7 +53,7 @@ package struct ConnectionLosses: Sendable {
         }
         if let serverReason {
             return said(.notConnected, serverReason,
-                        "the broker closed the connection: \(String(cString: mosquitto_reason_string(serverReason)))")
+                        "the broker closed the connection: \(libraryText(libmosquitto.mosquitto_reason_string(serverReason)))")
         }
         if suspected {
             return said(.clientIDInUse, error.code,

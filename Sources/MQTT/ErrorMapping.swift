@@ -1,4 +1,4 @@
-internal import CMosquitto
+internal import CLazyLibraries
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -6,7 +6,7 @@ import Glibc
 extension MQTTError {
     /// An error for a libmosquitto return code. `errno` is consulted for MOSQ_ERR_ERRNO, whose text is then the OS's.
     static func library(_ rc: Int32, errno osError: Int32 = 0, context: String, kind: Kind? = nil) -> MQTTError {
-        var text = String(cString: mosquitto_strerror(rc))
+        var text = libraryText(libmosquitto.mosquitto_strerror(rc))
         if rc == Code.errno, osError != 0 {
             text = String(cString: strerror(osError))
         }
@@ -34,7 +34,7 @@ extension MQTTError {
 
     /// An error for a refused CONNACK. 3.1.1 return codes are 1...5; MQTT 5 reason codes are 0x80 and up.
     static func connack(_ code: Int32, version: MQTTProtocolVersion, context: String) -> MQTTError {
-        let text = version == .v5 ? String(cString: mosquitto_reason_string(code)) : String(cString: mosquitto_connack_string(code))
+        let text = version == .v5 ? libraryText(libmosquitto.mosquitto_reason_string(code)) : libraryText(libmosquitto.mosquitto_connack_string(code))
         let refusedCredentials: Bool
         switch version {
         case .v311: refusedCredentials = code == 4 || code == 5
@@ -46,7 +46,7 @@ extension MQTTError {
     /// An error for an MQTT 5 reason code (or 0x80, the 3.1.1 SUBACK failure) in an acknowledgement.
     static func reason(_ code: Int32, context: String) -> MQTTError {
         let kind: Kind = code == 0x87 ? .notAuthorized : .protocolError
-        return MQTTError(kind: kind, code: code, message: String(cString: mosquitto_reason_string(code)), context: context)
+        return MQTTError(kind: kind, code: code, message: libraryText(libmosquitto.mosquitto_reason_string(code)), context: context)
     }
 
     static func notConnected(_ context: String) -> MQTTError {

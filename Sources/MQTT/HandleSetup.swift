@@ -1,4 +1,4 @@
-internal import CMosquitto
+internal import CLazyLibraries
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,9 +8,9 @@ extension MosquittoHandle {
     static func make(
         _ configuration: MQTTConfiguration, _ address: BrokerAddress, userData: UnsafeMutableRawPointer
     ) throws(MQTTError) -> MosquittoHandle {
-        MosquittoLibrary.ensureInitialised()
+        try MosquittoLibrary.ensureInitialised()
         let id = configuration.clientID.isEmpty ? nil : configuration.clientID
-        guard let pointer = mosquitto_new(id, configuration.cleanSession, userData) else {
+        guard let pointer = libmosquitto.mosquitto_new(id, configuration.cleanSession, userData) else {
             let reason = errno == EINVAL ? "a persistent session (cleanSession false) needs a client ID" : "out of memory"
             throw MQTTError(kind: .other, code: MQTTError.Code.invalid, message: reason, context: "creating the client")
         }
@@ -18,7 +18,7 @@ extension MosquittoHandle {
         do {
             try handle.apply(configuration, address)
         } catch {
-            mosquitto_destroy(pointer)
+            libmosquitto.mosquitto_destroy(pointer)
             throw error
         }
         return handle
@@ -27,13 +27,13 @@ extension MosquittoHandle {
     /// Returns the handle to its just-created state (closing any half-open socket) and applies the configuration again.
     func reset(_ configuration: MQTTConfiguration, _ address: BrokerAddress, userData: UnsafeMutableRawPointer) throws(MQTTError) {
         let id = configuration.clientID.isEmpty ? nil : configuration.clientID
-        let rc = mosquitto_reinitialise(pointer, id, configuration.cleanSession, userData)
+        let rc = libmosquitto.mosquitto_reinitialise(pointer, id, configuration.cleanSession, userData)
         guard rc == 0 else { throw MQTTError.library(rc, context: "resetting the client") }
         try apply(configuration, address)
     }
 
     func destroy() {
-        mosquitto_destroy(pointer)
+        libmosquitto.mosquitto_destroy(pointer)
     }
 
     private func apply(_ configuration: MQTTConfiguration, _ address: BrokerAddress) throws(MQTTError) {
@@ -46,28 +46,28 @@ extension MosquittoHandle {
                 context: "keepAlive \(configuration.keepAlive)")
         }
         // The network thread and callers' threads both use the handle: make libmosquitto take its locks.
-        try check(mosquitto_threaded_set(pointer, true), "enabling thread safety")
+        try check(libmosquitto.mosquitto_threaded_set(pointer, true), "enabling thread safety")
         let version = configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
-        try check(mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, version), "setting the protocol version")
+        try check(libmosquitto.mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, version), "setting the protocol version")
         // MQTT packets are small and often follow one another (a PUBACK, then an answer): with Nagle's algorithm
         // the second waits for the peer's delayed ACK, about 40 ms on Linux, on every request/answer round trip.
-        try check(mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, 1), "disabling Nagle's algorithm")
+        try check(libmosquitto.mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, 1), "disabling Nagle's algorithm")
         guard (1...65535).contains(configuration.sendMaximum) else {
             throw MQTTError(
                 kind: .other, code: MQTTError.Code.invalid, message: "sendMaximum must be 1...65535",
                 context: "sendMaximum \(configuration.sendMaximum)")
         }
-        try check(mosquitto_int_option(pointer, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.sendMaximum)),
+        try check(libmosquitto.mosquitto_int_option(pointer, MOSQ_OPT_SEND_MAXIMUM, Int32(configuration.sendMaximum)),
                   "setting the send maximum")
 
         if configuration.username != nil || configuration.password != nil {
             try check(
-                mosquitto_username_pw_set(pointer, configuration.username ?? "", configuration.password),
+                libmosquitto.mosquitto_username_pw_set(pointer, configuration.username ?? "", configuration.password),
                 "setting username and password")
         }
         if let will = configuration.will {
             let rc = will.payload.withUnsafeBytes { bytes in
-                mosquitto_will_set(
+                libmosquitto.mosquitto_will_set(
                     pointer, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos.rawValue), will.retain)
             }
             try check(rc, "setting the will on \"\(will.topic)\"")
@@ -94,10 +94,10 @@ extension MosquittoHandle {
                 context: "TLS client certificate")
         }
         let caPath: String? = tls.caFile == nil ? "/etc/ssl/certs" : nil
-        let rc = mosquitto_tls_set(pointer, tls.caFile, caPath, tls.certFile, tls.keyFile, nil)
+        let rc = libmosquitto.mosquitto_tls_set(pointer, tls.caFile, caPath, tls.certFile, tls.keyFile, nil)
         if rc != 0 { throw MQTTError.library(rc, errno: errno, context: "setting up TLS", kind: .tls) }
         if !tls.verifyHostname {
-            let rc = mosquitto_tls_insecure_set(pointer, true)
+            let rc = libmosquitto.mosquitto_tls_insecure_set(pointer, true)
             if rc != 0 { throw MQTTError.library(rc, context: "disabling TLS hostname verification", kind: .tls) }
         }
     }
@@ -109,7 +109,7 @@ extension MosquittoHandle {
         var properties = PropertyList()
         let added = properties.addInt32(MQTT_PROP_SESSION_EXPIRY_INTERVAL, sessionExpiry)
         if added != 0 { throw MQTTError.library(added, context: "building the session expiry property") }
-        let rc = mosquitto_connect_bind_v5(pointer, "localhost", -1, Int32(keepAlive), nil, properties.pointer)
+        let rc = libmosquitto.mosquitto_connect_bind_v5(pointer, "localhost", -1, Int32(keepAlive), nil, properties.pointer)
         if rc != MQTTError.Code.invalid {
             throw MQTTError.library(rc, context: "storing the session expiry property")
         }

@@ -1,4 +1,4 @@
-internal import CMosquitto
+internal import CLazyLibraries
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,9 +12,9 @@ enum LoopTurn {
     /// libmosquitto error code, as `mosquitto_loop` does (the library has already closed the socket on an error).
     static func run(_ handle: MosquittoHandle, wake: WakeSignal, timeoutMilliseconds: Int32) -> Int32 {
         let pointer = handle.pointer
-        let socket = mosquitto_socket(pointer)
+        let socket = libmosquitto.mosquitto_socket(pointer)
         guard socket >= 0 else { return Int32(MOSQ_ERR_NO_CONN.rawValue) }
-        let wantsWrite = mosquitto_want_write(pointer)
+        let wantsWrite = libmosquitto.mosquitto_want_write(pointer)
         var watched = [
             pollfd(fd: socket, events: Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0), revents: 0),
             pollfd(fd: wake.readDescriptor, events: Int16(POLLIN), revents: 0),
@@ -27,8 +27,8 @@ enum LoopTurn {
         if socketEvents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
             // The PUBACK/PUBREC of a message is queued before on_message runs and written only below, after it
             // returned: a receive path that cuts the socket from on_message keeps the acknowledgement from going out.
-            let rc = mosquitto_loop_read(pointer, 1)
-            if rc != 0 || mosquitto_socket(pointer) < 0 { return rc }
+            let rc = libmosquitto.mosquitto_loop_read(pointer, 1)
+            if rc != 0 || libmosquitto.mosquitto_socket(pointer) < 0 { return rc }
         }
         var writable = socketEvents & Int16(POLLOUT) != 0
         if watched[1].revents & Int16(POLLIN) != 0 {
@@ -37,15 +37,15 @@ enum LoopTurn {
             writable = true
         }
         if writable {
-            let rc = mosquitto_loop_write(pointer, 1)
-            if rc != 0 || mosquitto_socket(pointer) < 0 { return rc }
+            let rc = libmosquitto.mosquitto_loop_write(pointer, 1)
+            if rc != 0 || libmosquitto.mosquitto_socket(pointer) < 0 { return rc }
             // A TLS handshake that waits to write is driven by the read call (the write call leaves it alone, where
             // `mosquitto_loop` would step the handshake itself); with nothing to read the call does nothing.
-            if socketEvents & Int16(POLLOUT) != 0, mosquitto_want_write(pointer) {
-                let rc = mosquitto_loop_read(pointer, 1)
-                if rc != 0 || mosquitto_socket(pointer) < 0 { return rc }
+            if socketEvents & Int16(POLLOUT) != 0, libmosquitto.mosquitto_want_write(pointer) {
+                let rc = libmosquitto.mosquitto_loop_read(pointer, 1)
+                if rc != 0 || libmosquitto.mosquitto_socket(pointer) < 0 { return rc }
             }
         }
-        return mosquitto_loop_misc(pointer)
+        return libmosquitto.mosquitto_loop_misc(pointer)
     }
 }

@@ -1,4 +1,4 @@
-internal import CMosquitto
+internal import CLazyLibraries
 import Foundation
 import Synchronization
 
@@ -135,9 +135,9 @@ struct NetworkThread: Sendable {
         // Asynchronous connects never block in connect(2), so an unresponsive host cannot outlast the deadline.
         let started =
             initial
-            ? mosquitto_connect_bind_async(
+            ? libmosquitto.mosquitto_connect_bind_async(
                 handle.pointer, core.address.host, Int32(core.address.port), Int32(configuration.keepAlive), nil)
-            : mosquitto_reconnect_async(handle.pointer)
+            : libmosquitto.mosquitto_reconnect_async(handle.pointer)
         if started != 0 { return .failure(diagnosed(Self.connectFailure(started, errno: errno, context: context))) }
 
         var restoreSent = false
@@ -181,7 +181,7 @@ struct NetworkThread: Sendable {
         guard let handle = state.handle else { return }
         for (filter, qos) in state.subscriptions.sorted(by: { $0.key < $1.key }) {
             var mid: Int32 = 0
-            if mosquitto_subscribe(handle.pointer, &mid, filter, Int32(qos.rawValue)) == 0 {
+            if libmosquitto.mosquitto_subscribe(handle.pointer, &mid, filter, Int32(qos.rawValue)) == 0 {
                 state.restoring.insert(mid)
             }
         }
@@ -227,7 +227,7 @@ struct NetworkThread: Sendable {
 
     /// Sends DISCONNECT (so the broker drops the will) and lets the loop write it, for at most a second.
     private func disconnectGracefully() {
-        guard mosquitto_disconnect(handle.pointer) == 0 else { return }
+        guard libmosquitto.mosquitto_disconnect(handle.pointer) == 0 else { return }
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(1)
         while clock.now < deadline {

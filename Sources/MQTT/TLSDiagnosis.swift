@@ -1,4 +1,4 @@
-internal import COpenSSL
+internal import CLazyLibraries
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -73,7 +73,7 @@ package enum TLSDiagnosis {
         case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH:
             return "host name mismatch: the broker's certificate does not name \(host)"
         default:
-            return "the broker's certificate did not verify: \(String(cString: X509_verify_cert_error_string(result)))"
+            return "the broker's certificate did not verify: \(libraryText(libssl.X509_verify_cert_error_string(result)))"
         }
     }
 
@@ -90,41 +90,43 @@ package enum TLSDiagnosis {
 
     /// One TLS handshake that verifies nothing itself (so that it completes) and reads what verification found.
     private static func probe(host: String, port: Int, tls: MQTTTLS, timeout: Duration) -> ProbeResult {
+        // OpenSSL is loaded on first use (CLazyLibraries.h); without it there is no handshake to make.
+        if let failure = thing_agent_load_openssl() { return .failed(String(cString: failure)) }
         guard let fd = connectedSocket(host: host, port: port, timeout: timeout) else { return .unreachable }
         defer { close(fd) }
-        guard let context = SSL_CTX_new(TLS_client_method()) else { return .failed("out of memory") }
-        defer { SSL_CTX_free(context) }
+        guard let context = libssl.SSL_CTX_new(libssl.TLS_client_method()) else { return .failed("out of memory") }
+        defer { libssl.SSL_CTX_free(context) }
         if let caFile = tls.caFile {
-            _ = SSL_CTX_load_verify_locations(context, caFile, nil)
+            _ = libssl.SSL_CTX_load_verify_locations(context, caFile, nil)
         } else {
-            _ = SSL_CTX_load_verify_locations(context, nil, "/etc/ssl/certs")
+            _ = libssl.SSL_CTX_load_verify_locations(context, nil, "/etc/ssl/certs")
         }
         if let certFile = tls.certFile, let keyFile = tls.keyFile {
-            _ = SSL_CTX_use_certificate_chain_file(context, certFile)
-            _ = SSL_CTX_use_PrivateKey_file(context, keyFile, SSL_FILETYPE_PEM)
+            _ = libssl.SSL_CTX_use_certificate_chain_file(context, certFile)
+            _ = libssl.SSL_CTX_use_PrivateKey_file(context, keyFile, SSL_FILETYPE_PEM)
         }
-        SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
-        guard let ssl = SSL_new(context) else { return .failed("out of memory") }
-        defer { SSL_free(ssl) }
+        libssl.SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
+        guard let ssl = libssl.SSL_new(context) else { return .failed("out of memory") }
+        defer { libssl.SSL_free(ssl) }
         if tls.verifyHostname {
             var address = in6_addr()
             let isAddress = inet_pton(AF_INET, host, &address) == 1 || inet_pton(AF_INET6, host, &address) == 1
-            _ = isAddress ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) : SSL_set1_host(ssl, host)
+            _ = isAddress ? libssl.X509_VERIFY_PARAM_set1_ip_asc(libssl.SSL_get0_param(ssl), host) : libssl.SSL_set1_host(ssl, host)
         }
-        _ = SSL_set_fd(ssl, fd)
-        ERR_clear_error()
-        if SSL_connect(ssl) == 1 {
-            let result = SSL_get_verify_result(ssl)
+        _ = libssl.SSL_set_fd(ssl, fd)
+        libssl.ERR_clear_error()
+        if libssl.SSL_connect(ssl) == 1 {
+            let result = libssl.SSL_get_verify_result(ssl)
             // Under TLS 1.3 the client's side of the handshake ends before the broker has checked the client's
             // certificate: a refusal comes as an alert just after. Wait a moment for it (a broker that accepted
             // says nothing until it gets a CONNECT).
             if result == X509_V_OK, let alert = alertAfterHandshake(ssl, fd) { return .failed(alert) }
-            _ = SSL_shutdown(ssl)
+            _ = libssl.SSL_shutdown(ssl)
             return .verified(Int(result))
         }
-        let code = ERR_get_error()
+        let code = libssl.ERR_get_error()
         guard code != 0 else { return .noTLS }  // the peer closed without a TLS answer
-        let reason = ERR_reason_error_string(code).map { String(cString: $0) } ?? "TLS error \(code)"
+        let reason = libssl.ERR_reason_error_string(code).map { String(cString: $0) } ?? "TLS error \(code)"
         return notTLS(reason.lowercased()) ? .noTLS : .failed(reason)
     }
 
@@ -132,11 +134,11 @@ package enum TLSDiagnosis {
     private static func alertAfterHandshake(_ ssl: OpaquePointer, _ fd: Int32) -> String? {
         var limit = timeval(tv_sec: 1, tv_usec: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
-        ERR_clear_error()
+        libssl.ERR_clear_error()
         var byte: UInt8 = 0
-        guard SSL_read(ssl, &byte, 1) <= 0 else { return nil }
-        let code = ERR_get_error()
-        guard code != 0, let reason = ERR_reason_error_string(code).map({ String(cString: $0) }),
+        guard libssl.SSL_read(ssl, &byte, 1) <= 0 else { return nil }
+        let code = libssl.ERR_get_error()
+        guard code != 0, let reason = libssl.ERR_reason_error_string(code).map({ String(cString: $0) }),
               reason.lowercased().contains("alert") else { return nil }
         return reason
     }

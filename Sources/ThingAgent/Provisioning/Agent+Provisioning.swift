@@ -134,8 +134,8 @@ extension Agent {
     @discardableResult
     public func revokePairing(token: String) async throws -> Pairing {
         let provisioning = try requireProvisioning()
-        let hash = token.hasPrefix(Secrets.bootstrapPrefix)
-            ? try provisioning.store.tokenHash(username: token) ?? Secrets.hash(token) : Secrets.hash(token)
+        let hash = try token.hasPrefix(Secrets.bootstrapPrefix)
+            ? provisioning.store.tokenHash(username: token) ?? Secrets.hash(token) : Secrets.hash(token)
         guard let (pairing, revoked) = try provisioning.store.revoke(tokenHash: hash, now: Timestamp.now()) else {
             throw ProvisioningError(.notFound, "no pairing has this token")
         }

@@ -1,4 +1,4 @@
-import COpenSSL
+internal import CLazyLibraries
 import JSON
 
 /// One pairing made by `thing-agent pair` (or `Agent.pair`): a token valid for a while, for one device, with
@@ -115,15 +115,22 @@ enum Secrets {
     /// Reserved: no device id begins with it.
     static let bootstrapPrefix = "pair-"
 
-    /// SHA-256 of the token, as hex: what the cache keeps.
-    static func hash(_ token: String) -> String {
+    /// SHA-256 of the token, as hex: what the cache keeps. OpenSSL is loaded on first use (CLazyLibraries.h).
+    static func hash(_ token: String) throws -> String {
+        if let failure = thing_agent_load_openssl() { throw PairingHashUnavailable(reason: String(cString: failure)) }
         var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
         let bytes = Array(token.utf8)
         bytes.withUnsafeBufferPointer { input in
-            _ = SHA256(input.baseAddress, input.count, &digest)
+            _ = thing_agent_openssl_table().pointee.SHA256(input.baseAddress, input.count, &digest)
         }
         return digest.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
     }
+}
+
+/// The token hash cannot be computed: OpenSSL's libcrypto is missing (the package depends on it).
+struct PairingHashUnavailable: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "pairing tokens cannot be hashed: \(reason) (install the Debian package libssl3)" }
 }
 
 private extension String {

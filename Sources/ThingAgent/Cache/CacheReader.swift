@@ -49,6 +49,11 @@ public final class CacheReader {
         try OTAUpgrades.read(database)
     }
 
+    /// What `devices` lists of every cached device, sorted by id.
+    public func listings() throws -> [DeviceListing] {
+        try DeviceListing.all(in: database)
+    }
+
     /// Every cached device, sorted by id.
     public func devices() throws -> [DeviceSnapshot] {
         // The ids are sorted and each snapshot moved out once: sorting the snapshots themselves copied them (and

@@ -31,6 +31,14 @@ enum Console {
         write(line.terminalSafe(keepingNewlines: true) + "\n", to: STDOUT_FILENO)
     }
 
+    /// A line every part of which is safe for a terminal already (a `Format.table`, whose cells were escaped one by
+    /// one): written as it is, without a second pass over the text and without the copy that adding the newline to
+    /// it would make (`devices` prints 100,000 rows).
+    static func out(escaped text: String) {
+        write(text, to: STDOUT_FILENO)
+        write("\n", to: STDOUT_FILENO)
+    }
+
     /// All of `text`, with the system call itself (FileHandle and Data cost more than the write on a short
     /// command). A closed or full stdout loses the output as FileHandle's `try?` did; nothing else is lost.
     private static func write(_ text: String, to descriptor: Int32) {

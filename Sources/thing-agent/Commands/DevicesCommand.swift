@@ -28,23 +28,35 @@ enum DevicesCommand: Command {
         }
         let configuration = try CommonOptions.configuration(arguments)
         let reader = try openCache(configuration)
-        var devices = try reader.devices()
-        if arguments.has("offline") { devices = devices.filter { $0.online == false } }
-        if let gateway = arguments.value("gateway") { devices = devices.filter { $0.info.gatewayId == gateway } }
-        let now = Timestamp.current
         // Local names, rooms, icons (none in a cache file from before schema 3).
-        let metadata = (try? reader.allMetadata()) ?? [:]
+        let metadata = { (try? reader.allMetadata()) ?? [:] }
         if arguments.has("json") {
+            var devices = try reader.devices()
+            if arguments.has("offline") { devices = devices.filter { $0.online == false } }
+            if let gateway = arguments.value("gateway") { devices = devices.filter { $0.info.gatewayId == gateway } }
+            let metadata = metadata()
+            let now = Timestamp.current
             Format.printJSON(.array(devices.map { .object($0.json(now: now, metadata: metadata[$0.id])) }))
             return .success
         }
-        let rows = devices.map { device -> [String] in
-            [device.id, device.displayName(metadata[device.id]) ?? "", device.info.category?.rawValue ?? "",
-             device.online.map { $0 ? "online" : "offline" } ?? "unknown",
-             device.wifiSignal.map { "\($0.dBm) dBm" } ?? "",
-             String(device.properties.count), Format.age(device.updatedAt, now: now)]
+        // The table needs seven columns, not whole snapshots.
+        var devices = try reader.listings()
+        if arguments.has("offline") { devices = devices.filter { $0.online == false } }
+        if let gateway = arguments.value("gateway") { devices = devices.filter { $0.gatewayId == gateway } }
+        let names = metadata()
+        let now = Timestamp.current
+        var cells: [String] = []
+        cells.reserveCapacity(devices.count * 7)
+        for device in devices {
+            cells.append(device.id)
+            cells.append(names[device.id]?.name ?? device.name ?? "")
+            cells.append(device.category?.rawValue ?? "")
+            cells.append(device.online.map { $0 ? "online" : "offline" } ?? "unknown")
+            cells.append(device.wifiSignal.map { "\($0) dBm" } ?? "")
+            cells.append(String(device.propertyCount))
+            cells.append(Format.age(device.updatedAt, now: now))
         }
-        Console.out(Format.table(["ID", "NAME", "CATEGORY", "STATUS", "WIFI", "PROPS", "UPDATED"], rows))
+        Console.out(escaped: Format.table(["ID", "NAME", "CATEGORY", "STATUS", "WIFI", "PROPS", "UPDATED"], cells: cells))
         Console.out("\(devices.count) device\(devices.count == 1 ? "" : "s")")
         return .success
     }

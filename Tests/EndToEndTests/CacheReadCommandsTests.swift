@@ -75,6 +75,46 @@ struct CacheReadCommandsTests {
         #expect(list.stdout.hasSuffix("\n1 device\n"))
     }
 
+    /// `devices` reads seven columns of each row rather than whole snapshots: each column says what the snapshot
+    /// says (local name over the device's own, none when there is neither, Wi-Fi with its level), in id
+    /// order, and --offline and --gateway pick the same devices.
+    @Test(.timeLimit(.minutes(1)))
+    func devicesListsWhatTheSnapshotsSay() async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = try await Self.makeCache(directory)
+        let store = try CacheStore(path: path)
+        let t0: Millis = 1_764_450_000_000
+        var plug = DeviceSnapshot(id: "plug2", seenAt: t0)
+        _ = try plug.apply(.info(["name": "Plug", "category": "gateway", "gatewayId": "gw9"], time: t0), now: t0)
+        _ = try plug.apply(.status(online: false, time: t0), now: t0)
+        _ = try plug.apply(.signal(wifi: SignalReading(dBm: -71, time: t0), rsrp: nil), now: t0)
+        let bare = DeviceSnapshot(id: "a-bare", seenAt: t0)
+        try store.database.transaction {
+            for device in [plug, bare] { try store.write(device, row: true, properties: [], transfer: false) }
+        }
+        let snapshots = try CacheReader(path: path).devices()
+        #expect(snapshots.map(\.id) == ["a-bare", "lamp1", "plug2"])
+        #expect(snapshots.map { $0.info.category?.rawValue } == [nil, nil, "gateway"])
+
+        let list = try await runCommand(thingAgentExecutable(), ["devices", "--db", path])
+        #expect(list.status == 0, "\(list.stderr)")
+        let lines = list.stdout.split(separator: "\n").map { $0.replacing(/\d+ (s|min|h|d) ago/, with: "AGE") }
+        #expect(lines == [
+            "ID      NAME  CATEGORY  STATUS   WIFI     PROPS  UPDATED",
+            "a-bare                  unknown           0      AGE",
+            "lamp1   Lamp            online            3      AGE",
+            "plug2   Plug  gateway   offline  -71 dBm  0      AGE",
+            "3 devices",
+        ])
+        let offline = try await runCommand(thingAgentExecutable(), ["devices", "--db", path, "--offline"])
+        #expect(offline.stdout.split(separator: "\n").dropFirst().first?.hasPrefix("plug2 ") == true, "\(offline.stdout)")
+        #expect(offline.stdout.hasSuffix("\n1 device\n"))
+        let gateway = try await runCommand(thingAgentExecutable(), ["devices", "--db", path, "--gateway", "gw9"])
+        #expect(gateway.stdout.split(separator: "\n").count == 3, "\(gateway.stdout)")
+        #expect(gateway.stdout.contains("plug2"))
+    }
+
     /// A file from before the latest schema is refused with the error that says what to do, and left as it was:
     /// the readers never migrate (the daemon does, holding the cache lock).
     @Test(.timeLimit(.minutes(1)), arguments: [["info", "lamp1"], ["devices"], ["info", "lamp1", "--json"]])

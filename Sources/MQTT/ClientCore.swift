@@ -20,6 +20,9 @@ final class ClientCore: Sendable {
     let stopSignalled = Atomic<Bool>(false)
     /// Signalled by every thread but the network thread after it queued a packet, so the packet goes out at once.
     let wake = WakeSignal()
+    /// Messages received and publishes completed, counted by the callbacks: `LoopTurn` reads packets while a call
+    /// finds one (errno cannot tell it: libmosquitto's own wake-up write leaves EAGAIN after every queued PUBACK).
+    let packetsHandled = Atomic<Int>(0)
 
     func beat() {
         heartbeat.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
@@ -89,6 +92,7 @@ final class ClientCore: Sendable {
     }
 
     func didCompletePublish(mid: Int32, reasonCode: Int32) {
+        packetsHandled.add(1, ordering: .relaxed)
         withState { state in
             guard let operation = state.pending.removeValue(forKey: mid) else { return }
             let topic: String
@@ -152,6 +156,7 @@ final class ClientCore: Sendable {
     /// Runs the synchronous handler first (libmosquitto acknowledges a QoS 1/2 message only after this returns),
     /// then queues the message for the ordered stream.
     func didReceive(_ message: MQTTMessage) {
+        packetsHandled.add(1, ordering: .relaxed)
         onMessage?(message)
         messageSink?.yield(message)
     }

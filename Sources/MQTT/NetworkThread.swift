@@ -68,7 +68,7 @@ struct NetworkThread: Sendable {
                 disconnectGracefully()
                 return nil
             }
-            let rc = LoopTurn.run(handle, wake: core.wake, timeoutMilliseconds: Int32(Self.loopSliceMilliseconds))
+            let rc = LoopTurn.run(handle, core, timeoutMilliseconds: Int32(Self.loopSliceMilliseconds))
             guard rc != 0 else { continue }
             // `disconnect()` queued a DISCONNECT itself: the connection ending now is the stop, not a loss.
             if stopRequested { return nil }
@@ -153,7 +153,7 @@ struct NetworkThread: Sendable {
             if stopRequested { return .failure(.closed("disconnect() was called while connecting")) }
             let remaining = Int((deadline - now).seconds * 1000) + 1
             let rc = LoopTurn.run(
-                handle, wake: core.wake, timeoutMilliseconds: Int32(min(remaining, Self.loopSliceMilliseconds)))
+                handle, core, timeoutMilliseconds: Int32(min(remaining, Self.loopSliceMilliseconds)))
             let osError = errno
             enum Step { case waiting, refused(Int32), done }
             let step = core.withState { state -> Step in
@@ -231,7 +231,7 @@ struct NetworkThread: Sendable {
         let clock = ContinuousClock()
         let deadline = clock.now + .seconds(1)
         while clock.now < deadline {
-            if LoopTurn.run(handle, wake: core.wake, timeoutMilliseconds: 50) != 0 { return }
+            if LoopTurn.run(handle, core, timeoutMilliseconds: 50) != 0 { return }
         }
     }
 

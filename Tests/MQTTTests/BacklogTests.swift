@@ -1,0 +1,49 @@
+import MQTT
+import Synchronization
+import Testing
+import TestSupport
+
+@Suite("A queued backlog", .timeLimit(.minutes(1)))
+struct BacklogTests {
+    /// A loop turn reads every packet waiting and acknowledges them together: each message arrives once, in order,
+    /// and every one is acknowledged, so the session holds nothing to send again afterwards.
+    @Test("a backlog for a persistent session arrives once, in order, and is all acknowledged",
+          .timeLimit(.minutes(1)), arguments: [MQTTProtocolVersion.v311, .v5])
+    func backlogDrainedAndAcknowledged(version: MQTTProtocolVersion) async throws {
+        try await withBroker { broker in
+            var session = testConfiguration(broker.url, uniqueName("backlog"), version: version)
+            session.cleanSession = false
+            if version == .v5 { session.sessionExpiry = 300 }
+            let topic = uniqueName("things/dev/thing/properties")
+            let first = try await connectedClient(session)
+            try await first.subscribe(topic, qos: .atLeastOnce)
+            await first.disconnect()
+
+            // Below mosquitto's default max_queued_messages (1000), so the broker keeps all of it.
+            let count = 900
+            let publisher = try await connectedClient(testConfiguration(broker.url, version: version))
+            for index in 0..<count {
+                try await publisher.publish(topic, "\(index)", qos: .atLeastOnce)
+            }
+
+            let received = Mutex<[String]>([])
+            let draining = try await connectedClient(session, streamMessages: false) { message in
+                received.withLock { $0.append(message.text) }
+            }
+            try await waitUntil(timeout: .seconds(20)) { received.withLock { $0.count } >= count }
+            #expect(received.withLock { $0 } == (0..<count).map { "\($0)" })
+            await draining.disconnect()
+
+            // Anything left unacknowledged is sent again at the next connect, before newer messages.
+            let again = Mutex<[String]>([])
+            let later = try await connectedClient(session, streamMessages: false) { message in
+                again.withLock { $0.append(message.text) }
+            }
+            try await publisher.publish(topic, "marker", qos: .atLeastOnce)
+            try await waitUntil(timeout: .seconds(10)) { again.withLock { $0.contains("marker") } }
+            #expect(again.withLock { $0 } == ["marker"])
+            await later.disconnect()
+            await publisher.disconnect()
+        }
+    }
+}

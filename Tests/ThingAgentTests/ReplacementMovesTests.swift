@@ -9,13 +9,18 @@ import TestSupport
 @Suite("Gateway replacement moves", .serialized)
 struct ReplacementMovesTests {
     /// The fleet's local data naming the faulty gateway: two groups (one already holding the new gateway), a
-    /// scene, a link, local name and icon (the new gateway has a room of its own), a backup network.
+    /// scene, a scene with actions for both gateways, a link, local name and icon (the new gateway has a room of
+    /// its own), a backup network.
     static func prepare(_ agent: Agent) throws {
         try agent.apply(.createGroup("hall", devices: ["gwOld", "lamp"]))
         try agent.apply(.createGroup("gateways", devices: ["gwOld", "gwNew"]))
         try agent.createScene(Scene(name: "night", actions: [
             Scene.Action(deviceId: "gwOld", properties: ["led_switch": false]),
             Scene.Action(deviceId: "lamp", properties: ["switch_1": false])]))
+        try agent.createScene(Scene(name: "both", actions: [
+            Scene.Action(deviceId: "gwOld", properties: ["led_switch": false, "alarm_volume": "low"]),
+            Scene.Action(deviceId: "lamp", properties: ["switch_1": true]),
+            Scene.Action(deviceId: "gwNew", properties: ["led_switch": true])]))
         try agent.createLink(DeviceLink(name: "leds", members: [DeviceLink.Member("gwOld:led_switch")!,
                                                                 DeviceLink.Member("gwPlain:led_switch")!]))
         try agent.edit("gwOld", DeviceEdit(name: "Hall gateway", room: "Hall", icon: "https://icons.example/gw.png"))
@@ -55,16 +60,20 @@ struct ReplacementMovesTests {
                 let replacement = try #require(try agent.replacements(involving: "gwNew").first)
                 #expect(replacement.old == "gwOld" && replacement.new == "gwNew" && replacement.time == t0 + 101)
                 #expect(replacement.groups == ["gateways", "hall"])
-                #expect(replacement.scenes == ["night"])
+                #expect(replacement.scenes == ["both", "night"])
                 #expect(replacement.links == ["leds"])
                 #expect(replacement.fields == ["name", "icon"])
-                #expect(replacement.summary.contains("moved from gwOld to gwNew: groups gateways, hall; scene night"))
+                #expect(replacement.summary.contains("moved from gwOld to gwNew: groups gateways, hall; scenes both, night"))
 
                 // What a reader of the file sees, all in the same write as the sub-devices.
                 let local = try LocalStore(path: database, readOnly: true)
                 #expect(try local.group(named: "hall")?.devices == ["gwNew", "lamp"])
                 #expect(try local.group(named: "gateways")?.devices == ["gwNew"], "the new gateway is in once")
                 #expect(try local.scene(named: "night")?.actions.map(\.deviceId) == ["gwNew", "lamp"])
+                // One action for the new gateway, where its own was, its own value winning.
+                #expect(try local.scene(named: "both")?.actions == [
+                    Scene.Action(deviceId: "lamp", properties: ["switch_1": true]),
+                    Scene.Action(deviceId: "gwNew", properties: ["alarm_volume": "low", "led_switch": true])])
                 #expect(try local.link(named: "leds")?.members.map(\.description) == ["gwNew:led_switch", "gwPlain:led_switch"])
                 let moved = try local.metadata("gwNew")
                 #expect(moved.name == "Hall gateway" && moved.room == "Attic" && moved.icon == "https://icons.example/gw.png")
@@ -137,6 +146,7 @@ struct ReplacementMovesTests {
                 #expect(try local.group(named: "hall")?.devices == ["gwOld", "lamp"])
                 #expect(try local.group(named: "gateways")?.devices == ["gwNew", "gwOld"])
                 #expect(try local.scene(named: "night")?.actions.map(\.deviceId) == ["gwOld", "lamp"])
+                #expect(try local.scene(named: "both")?.actions.map(\.deviceId) == ["gwOld", "lamp", "gwNew"])
                 #expect(try local.link(named: "leds")?.members.map(\.deviceId) == ["gwOld", "gwPlain"])
                 #expect(try local.metadata("gwOld").name == "Hall gateway")
                 #expect(try local.metadata("gwNew").name == nil)

@@ -39,13 +39,31 @@ enum ReplacementMoves {
         return names
     }
 
-    /// Every scene action for the old gateway now sets the new one (same product, so the same codes).
+    /// Every scene action for the old gateway now sets the new one (same product, so the same codes). A scene
+    /// that had an action for the new gateway already keeps that one, in its place, with the old action's codes
+    /// added where it had none (its own values win): `scene run` sends the gateway one set, not two that disagree.
     private static func moveScenes(_ old: String, _ new: String, _ now: Millis, _ db: Database) throws -> [String] {
-        try SceneActions.rewrite(in: db, now: now) { action in
-            guard action["device"]?.stringValue == old else { return action }
-            var moved = action
-            moved["device"] = .string(new)
-            return moved
+        try SceneActions.rewriteScenes(in: db, now: now) { actions in
+            let device = { (action: JSONValue) in action["device"]?.stringValue }
+            guard actions.contains(where: { device($0) == old }) else { return actions }
+            guard let mine = actions.firstIndex(where: { device($0) == new }) else {
+                return actions.map { action in
+                    guard device(action) == old, var object = action.objectValue else { return action }
+                    object["device"] = .string(new)
+                    return .object(object)
+                }
+            }
+            var set = JSONObject()
+            for owner in [old, new] {
+                for action in actions where device(action) == owner { set.merge(action["set"]?.objectValue ?? [:]) }
+            }
+            var merged = actions[mine].objectValue ?? JSONObject()
+            merged["set"] = .object(JSONObject(set.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }))
+            return actions.indices.compactMap { index in
+                if index == mine { return .object(merged) }
+                let other = device(actions[index])
+                return other == old || other == new ? nil : actions[index]
+            }
         }.map(\.name)
     }
 

@@ -15,7 +15,8 @@ import Glibc
 enum LoopTurn {
     /// Bounds one turn's reading, so that acknowledgements and keepalives are written while a backlog streams in.
     /// The broker sends at most its in-flight window (mosquitto: `max_inflight_messages`, 20 by default) of QoS 1/2
-    /// messages before it waits for their acknowledgements, so this is rarely the limit.
+    /// messages before it waits for their acknowledgements, so for those this is rarely the limit; a QoS 0 stream
+    /// meets it.
     static let maxPacketsPerTurn = 128
 
     /// Waits up to `timeoutMilliseconds` for the socket or `wake`, then does what is due. Returns 0 or a

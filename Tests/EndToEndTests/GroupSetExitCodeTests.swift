@@ -51,7 +51,8 @@ struct GroupSetExitCodeTests {
 
             // A refusal and a silence: the refusal's 4 wins over the timeout's 5, with text and JSON alike.
             for json in [false, true] {
-                let mixed = try await harness.cli(["set", "--group", "mixed", "switch_1=true", "--timeout", "1"]
+                // Long enough for the busy lamp's refusal to come in time under load.
+                let mixed = try await harness.cli(["set", "--group", "mixed", "switch_1=true", "--timeout", "4"]
                                                   + (json ? ["--json"] : []) + config)
                 #expect(mixed.status == 4, "\(mixed.stdout) \(mixed.stderr)")
                 if json {
@@ -89,7 +90,7 @@ struct GroupSetExitCodeTests {
             let asked = try await TopicRecorder.start(broker.url, filter: silent.topic("properties/set"))
 
             // The silent device's set holds the one place until its timeout.
-            async let holding = harness.cli(["set", "silent", "switch_1=true", "--timeout", "15"] + config)
+            async let holding = harness.cli(["set", "silent", "switch_1=true", "--timeout", "25"] + config)
             try await asked.waitFor(count: 1, timeout: .seconds(20))
             let group = try await harness.cli(["set", "--group", "hall", "switch_1=true", "--json"] + config)
             #expect(group.status == 1, "\(group.stdout) \(group.stderr)")

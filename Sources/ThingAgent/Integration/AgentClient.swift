@@ -234,7 +234,8 @@ public final class AgentClient: Sendable {
         } finish: {
             continuation.finish()
         }
-        continuation.onTermination = { [routes = self.routes, client = self.client, subscriptions = self.subscriptions] _ in
+        let (routes, client, subscriptions) = (self.routes, self.client, self.subscriptions)
+        continuation.onTermination = { _ in
             guard routes.unfeed(topic, token) else { return }
             // In line with the subscribes, and decided when its turn comes: a follower that started meanwhile
             // keeps the subscription.
@@ -243,7 +244,7 @@ public final class AgentClient: Sendable {
                 try? await client.unsubscribe(topic)
             }
         }
-        let subscribing = subscriptions.enqueue { [client = self.client] () async -> MQTTError? in
+        let subscribing = subscriptions.enqueue { () async -> MQTTError? in
             do throws(MQTTError) {
                 try await client.subscribe(topic, qos: .atLeastOnce)
                 return nil

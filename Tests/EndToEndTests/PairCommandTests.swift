@@ -228,4 +228,30 @@ struct PairCommandTests {
             #expect(!daemon.log.contains("connected and subscribed"))
         }
     }
+
+    /// A foreign transfer's finish would move broker access with the sub-devices: the daemon refuses to start on a
+    /// configuration that turns on both, from the file or the environment, as it does any unusable setting (2,
+    /// which the shipped unit does not restart), and writes nothing.
+    @Test(.timeLimit(.minutes(1)))
+    func trustingForeignTransfersWithProvisioningIsAConfigurationError() async throws {
+        let directory = try makeTemporaryDirectory("thing-agent-e2e")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = directory + "/agent.json"
+        try #"{"provisioning":true,"trustForeignTransfers":true,"username":"thing-agent"}"#
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let common = ["--broker", "mqtt://127.0.0.1:\(try freeLoopbackPort())", "--db", directory + "/cache.sqlite"]
+        let both = [(["--config", file], [String: String]()),
+                    ([], ["THING_AGENT_PROVISIONING": "true", "THING_AGENT_TRUST_FOREIGN_TRANSFERS": "true"])]
+        for (arguments, environment) in both {
+            let run = try await runCommand(thingAgentExecutable(), ["run"] + arguments + common, environment: environment)
+            #expect(run.status == 2, "\(run.stderr)")
+            #expect(run.stderr.contains("trustForeignTransfers and provisioning cannot both be on"), "\(run.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory + "/cache.sqlite"))
+        // Either one alone is a configuration that loads (the provisioning daemon's own tests run it).
+        let alone = try await runCommand(thingAgentExecutable(), ["info", "nosuch", "--config", file] + common,
+                                         environment: ["THING_AGENT_PROVISIONING": "false"])
+        #expect(alone.status == 1, "\(alone.stderr)")
+        #expect(!alone.stderr.contains("cannot both be on"), "\(alone.stderr)")
+    }
 }

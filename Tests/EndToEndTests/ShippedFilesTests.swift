@@ -35,6 +35,7 @@ struct ShippedFilesTests {
     @Test func thePackagedConfigurationLoadsAndNamesOnlyAbsolutePaths() throws {
         var configuration = AgentConfiguration()
         try configuration.apply(file: Self.root + "/deploy/agent.json")
+        try configuration.checkCombinations()
         #expect(configuration.database == "/var/lib/thing-agent/cache.sqlite")
         let paths = [configuration.database, configuration.modelsDirectory, configuration.scenesFile,
                      configuration.detailConfig, configuration.firmwareCatalog]

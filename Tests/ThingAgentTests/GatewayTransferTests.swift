@@ -334,4 +334,68 @@ struct GatewayTransferTests {
             }
         }
     }
+
+    /// Two followers of one gateway in one client each get every change; one that ends leaves the other
+    /// working; when the last ends, the client unsubscribes at the broker (whose log says so), and a new follower
+    /// subscribes again.
+    @Test(.timeLimit(.minutes(1)))
+    func twoFollowersOfOneGatewayBothSeeEveryChangeAndTheLastToEndUnsubscribes() async throws {
+        var options = MosquittoBroker.Options()
+        options.extraConfig = "log_type unsubscribe"
+        try await withBroker(options) { broker in
+            try await Self.withAgent(broker) { daemon, _ in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: daemon)
+                let answering = try await Self.accept(fleet)
+                let requester = try AgentClient(configuration: daemon.configuration)
+                try await requester.connect()
+                let topic = "\(daemon.configuration.eventsTopic)/gwNew/transfer"
+                // mosquitto logs "<client id> <filter>" for each filter a client unsubscribes from.
+                let unsubscribes: @Sendable () -> Int = {
+                    broker.log().split(separator: "\n").filter {
+                        $0.hasSuffix(" " + topic) && $0.contains(" \(daemon.configuration.clientID)-cli-")
+                    }.count
+                }
+                func follow() async throws -> (TransferLog, Task<Void, Never>) {
+                    let updates = try await requester.transferUpdates(gateway: "gwNew")
+                    let log = TransferLog()
+                    return (log, Task { for await info in updates { log.append(info) } })
+                }
+                let (first, firstTask) = try await follow()
+                let (second, secondTask) = try await follow()
+
+                _ = try await requester.transfer(gateway: "gwNew", fromGateway: "gwOld")
+                try await fleet.report(.deviceConfigInit, time: t0 + 100)
+                for log in [first, second] {
+                    try await waitUntil(timeout: .seconds(20)) { log.statuses == [.unknown, .deviceConfigInit] }
+                }
+
+                // The first ends; the second still gets the rest, and the subscription stays.
+                firstTask.cancel()
+                await firstTask.value
+                try await fleet.report(.deviceDataInit, time: t0 + 101)
+                try await fleet.report(.finish, time: t0 + 102)
+                try await waitUntil(timeout: .seconds(20)) { second.statuses.last == .finish }
+                #expect(second.statuses == [.unknown, .deviceConfigInit, .deviceDataInit, .finish])
+                #expect(first.statuses == [.unknown, .deviceConfigInit])
+                #expect(unsubscribes() == 0, "\(broker.log())")
+
+                // The last ends: the broker hears the unsubscribe.
+                secondTask.cancel()
+                await secondTask.value
+                try await waitUntil(timeout: .seconds(20)) { unsubscribes() == 1 }
+
+                // A new follower subscribes again and hears the next transfer.
+                let (third, thirdTask) = try await follow()
+                _ = try await requester.transfer(gateway: "gwNew", fromGateway: "gwOld")
+                try await waitUntil(timeout: .seconds(20)) { third.statuses == [.unknown] }
+                thirdTask.cancel()
+                await thirdTask.value
+                try await waitUntil(timeout: .seconds(20)) { unsubscribes() == 2 }
+                await requester.disconnect()
+                answering.cancel()
+                await fleet.disconnect()
+            }
+        }
+    }
 }

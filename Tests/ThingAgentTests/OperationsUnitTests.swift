@@ -12,6 +12,7 @@ struct OperationsUnitTests {
         var configuration = AgentConfiguration()
         #expect(configuration.metricsAddress == nil, "off by default")
         try configuration.apply(file: repositoryRoot + "/" + file)
+        try configuration.checkCombinations()
         let address = try #require(configuration.metricsAddress.flatMap(MetricsAddress.init))
         #expect(address.host == "127.0.0.1")
         #expect(configuration.eventsQoS == 1)

@@ -28,7 +28,6 @@ struct ProvisionedFleet {
         configuration.password = Self.agentPassword
         configuration.provisioning = true
         configuration.requestTimeout = .seconds(10)
-        configuration.trustForeignTransfers = true
         return configuration
     }
 
@@ -96,6 +95,24 @@ final class DeviceConnection: Sendable {
         let payload = JSONObject([("time", .integer(Timestamp.now())), ("data", .object(values))])
         try await client.publish("\(root)/\(device)/thing/properties", payload: JSONValue.object(payload).serializedBytes(),
                                  qos: .atLeastOnce)
+    }
+
+    /// Answers the next `request` the agent sends to `device` (`things/<device>/thing/<request>`) with code 0, from
+    /// the task returned; subscribed before this returns, so a request sent afterwards is not missed.
+    func acceptNext(_ request: String, to device: String) async throws -> Task<Void, any Error> {
+        let topic = "things/\(device)/thing/\(request)"
+        try await client.subscribe(topic, qos: .atLeastOnce)
+        return Task {
+            try await waitUntil(timeout: .seconds(20)) { self.messages.contains { $0.topic == topic } }
+            guard let request = self.messages.first(where: { $0.topic == topic }) else {
+                throw TestSupportError("no \(topic) came")
+            }
+            let asked = try JSONParser.parse(request.payload)
+            let answer = JSONObject([("msgId", asked["msgId"] ?? .null), ("time", .integer(Timestamp.now())),
+                                     ("code", .integer(0))])
+            try await self.client.publish(topic + "_response", payload: JSONValue.object(answer).serializedBytes(),
+                                     qos: .atLeastOnce)
+        }
     }
 
     /// Publishes a report for `foreign`, then one for `own` (which its role allows), and checks that the agent got

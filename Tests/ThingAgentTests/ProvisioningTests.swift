@@ -157,7 +157,11 @@ struct ProvisioningTests {
             try await gw1.report("sub1", ["switch_1": true])
             try await waitUntil(timeout: .seconds(10)) { agent.cache.device("sub1")?.properties["switch_1"]?.value == true }
 
-            // gw2 takes over gw1's sub-devices: the topics move to its role in one change.
+            // gw2 takes over gw1's sub-devices in a transfer started here (with provisioning only such a transfer
+            // is trusted): the topics move to its role in one change.
+            let accepting = try await gw2.acceptNext("gateway/transfer/start", to: "gw2")
+            try await agent.gatewayTransferManager(deviceId: "gw2").transfer(fromGateway: "gw1")
+            try await accepting.value
             let finish = JSONObject([("time", .integer(Timestamp.now())), ("data", .object([
                 "targetDeviceId": "gw1", "sourceDeviceId": "gw2", "status": 4, "failedCode": ""]))])
             try await gw2.client.publish("things/gw2/thing/gateway/transfer/status",

@@ -9,13 +9,18 @@ import TestSupport
 @Suite("Gateway replacement moves", .serialized)
 struct ReplacementMovesTests {
     /// The fleet's local data naming the faulty gateway: two groups (one already holding the new gateway), a
-    /// scene, a link, local name and icon (the new gateway has a room of its own), a backup network.
+    /// scene, a scene with actions for both gateways, a link, local name and icon (the new gateway has a room of
+    /// its own), a backup network.
     static func prepare(_ agent: Agent) throws {
         try agent.apply(.createGroup("hall", devices: ["gwOld", "lamp"]))
         try agent.apply(.createGroup("gateways", devices: ["gwOld", "gwNew"]))
         try agent.createScene(Scene(name: "night", actions: [
             Scene.Action(deviceId: "gwOld", properties: ["led_switch": false]),
             Scene.Action(deviceId: "lamp", properties: ["switch_1": false])]))
+        try agent.createScene(Scene(name: "both", actions: [
+            Scene.Action(deviceId: "gwOld", properties: ["led_switch": false, "alarm_volume": "low"]),
+            Scene.Action(deviceId: "lamp", properties: ["switch_1": true]),
+            Scene.Action(deviceId: "gwNew", properties: ["led_switch": true])]))
         try agent.createLink(DeviceLink(name: "leds", members: [DeviceLink.Member("gwOld:led_switch")!,
                                                                 DeviceLink.Member("gwPlain:led_switch")!]))
         try agent.edit("gwOld", DeviceEdit(name: "Hall gateway", room: "Hall", icon: "https://icons.example/gw.png"))
@@ -55,16 +60,20 @@ struct ReplacementMovesTests {
                 let replacement = try #require(try agent.replacements(involving: "gwNew").first)
                 #expect(replacement.old == "gwOld" && replacement.new == "gwNew" && replacement.time == t0 + 101)
                 #expect(replacement.groups == ["gateways", "hall"])
-                #expect(replacement.scenes == ["night"])
+                #expect(replacement.scenes == ["both", "night"])
                 #expect(replacement.links == ["leds"])
                 #expect(replacement.fields == ["name", "icon"])
-                #expect(replacement.summary.contains("moved from gwOld to gwNew: groups gateways, hall; scene night"))
+                #expect(replacement.summary.contains("moved from gwOld to gwNew: groups gateways, hall; scenes both, night"))
 
                 // What a reader of the file sees, all in the same write as the sub-devices.
                 let local = try LocalStore(path: database, readOnly: true)
                 #expect(try local.group(named: "hall")?.devices == ["gwNew", "lamp"])
                 #expect(try local.group(named: "gateways")?.devices == ["gwNew"], "the new gateway is in once")
                 #expect(try local.scene(named: "night")?.actions.map(\.deviceId) == ["gwNew", "lamp"])
+                // One action for the new gateway, where its own was, its own value winning.
+                #expect(try local.scene(named: "both")?.actions == [
+                    Scene.Action(deviceId: "lamp", properties: ["switch_1": true]),
+                    Scene.Action(deviceId: "gwNew", properties: ["alarm_volume": "low", "led_switch": true])])
                 #expect(try local.link(named: "leds")?.members.map(\.description) == ["gwNew:led_switch", "gwPlain:led_switch"])
                 let moved = try local.metadata("gwNew")
                 #expect(moved.name == "Hall gateway" && moved.room == "Attic" && moved.icon == "https://icons.example/gw.png")
@@ -137,12 +146,86 @@ struct ReplacementMovesTests {
                 #expect(try local.group(named: "hall")?.devices == ["gwOld", "lamp"])
                 #expect(try local.group(named: "gateways")?.devices == ["gwNew", "gwOld"])
                 #expect(try local.scene(named: "night")?.actions.map(\.deviceId) == ["gwOld", "lamp"])
+                #expect(try local.scene(named: "both")?.actions.map(\.deviceId) == ["gwOld", "lamp", "gwNew"])
                 #expect(try local.link(named: "leds")?.members.map(\.deviceId) == ["gwOld", "gwPlain"])
                 #expect(try local.metadata("gwOld").name == "Hall gateway")
                 #expect(try local.metadata("gwNew").name == nil)
                 #expect(try local.backupNetworks("gwOld").count == 1)
                 #expect(agent.cache.subDevices(of: "gwOld").map(\.id) == ["sub1", "sub2"])
                 answering.cancel()
+            }
+        }
+    }
+
+    /// The shipped models and `p-gateway-2`, a later gateway product whose `led_switch` is an enum, not a bool;
+    /// its `alarm_volume` is as `p-gateway-1`'s.
+    static func modelsWithASecondGatewayProduct() throws -> String {
+        let directory = try makeTemporaryDirectory()
+        let shipped = TestSupport.repositoryRoot() + "/Config/models"
+        for file in try FileManager.default.contentsOfDirectory(atPath: shipped) {
+            try FileManager.default.copyItem(atPath: shipped + "/" + file, toPath: directory + "/" + file)
+        }
+        try #"""
+            {"productId":"p-gateway-2","properties":[
+              {"code":"alarm_volume","type":"enum","range":["mute","low","middle","high"],"access":"rw"},
+              {"code":"led_switch","type":"enum","range":["on","off"],"access":"rw"}]}
+            """#.write(toFile: directory + "/p-gateway-2.json", atomically: true, encoding: .utf8)
+        return directory
+    }
+
+    /// A replacement gateway that reports a newer product between the start and the finish: each moved link member
+    /// is checked against that product's model as `link create` would; one it refuses is dropped, a link left with
+    /// fewer than two members (also one that named both gateways) is deleted, in the file and in the daemon's
+    /// links, and the record (what `transfer` prints) says so.
+    @Test(.timeLimit(.minutes(1)))
+    func movedLinkMembersTheNewGatewaysModelRefusesAreDroppedAndOneMemberLinksDissolved() async throws {
+        let models = try Self.modelsWithASecondGatewayProduct()
+        defer { try? FileManager.default.removeItem(atPath: models) }
+        try await withBroker { broker in
+            try await GatewayTransferTests.withAgent(broker, adjust: { $0.modelsDirectory = models }) { agent, database in
+                let fleet = try await GatewayFleet.start(broker)
+                try await fleet.cached(by: agent)
+                let links: [(String, [String])] = [
+                    ("leds", ["gwOld:led_switch", "gwPlain:led_switch"]),
+                    ("trio", ["gwOld:led_switch", "gwPlain:led_switch", "gwFar:led_switch"]),
+                    ("twins", ["gwOld:led_switch", "gwNew:led_switch"]),
+                    ("volumes", ["gwOld:alarm_volume", "gwPlain:alarm_volume"]),
+                ]
+                for (name, members) in links {
+                    try agent.createLink(DeviceLink(name: name, members: members.compactMap(DeviceLink.Member.init)))
+                }
+                let answering = try await GatewayTransferTests.accept(fleet)
+                try await agent.gatewayTransferManager(deviceId: "gwNew").transfer(fromGateway: "gwOld")
+                try await fleet.new.info(#"{"productId":"p-gateway-2"}"#, time: t0 + 50)
+                try await waitUntil(timeout: .seconds(20)) { agent.cache.device("gwNew")?.info.productId == "p-gateway-2" }
+                try await fleet.report(.deviceConfigInit, time: t0 + 100)
+                try await fleet.report(.finish, time: t0 + 101)
+                try await waitUntil(timeout: .seconds(20)) { (try? agent.replacements().isEmpty) == false }
+
+                let replacement = try #require(try agent.replacements(involving: "gwNew").first)
+                #expect(replacement.links == ["trio", "volumes"])
+                let json = JSONValue.object(replacement.json)
+                #expect(json["dissolvedLinks"] == ["leds", "twins"])
+                let refusal = "gwNew:led_switch (enum on,off) is not compatible with gwPlain:led_switch (bool)"
+                #expect(json["droppedLinkMembers"] == .array(["leds", "trio"].map { link in
+                    .object(JSONObject([("link", .string(link)), ("device", "gwNew"), ("code", "led_switch"),
+                                        ("reason", .string(refusal))]))
+                }))
+                #expect(replacement.summary.contains("links trio, volumes"), "\(replacement.summary)")
+                #expect(replacement.summary.contains("dropped from link trio: gwNew:led_switch (\(refusal))"),
+                        "\(replacement.summary)")
+                #expect(replacement.summary.contains("links dissolved (fewer than two members left): leds, twins"),
+                        "\(replacement.summary)")
+
+                let expected = [["gwPlain:led_switch", "gwFar:led_switch"], ["gwNew:alarm_volume", "gwPlain:alarm_volume"]]
+                let local = try LocalStore(path: database, readOnly: true)
+                #expect(try local.links().map(\.name) == ["trio", "volumes"])
+                #expect(try local.links().map { $0.members.map(\.description) } == expected)
+                #expect(try local.link(named: "leds") == nil && local.link(named: "twins") == nil)
+                #expect(agent.linkEngine.links.map(\.name) == ["trio", "volumes"])
+                #expect(agent.linkEngine.links.map { $0.members.map(\.description) } == expected)
+                answering.cancel()
+                await fleet.disconnect()
             }
         }
     }

@@ -18,6 +18,8 @@ final class CacheWriter: Sendable {
     let maxProperties: Int
     /// `trustForeignTransfers`: a finish for a transfer started elsewhere re-links when the gateway is eligible.
     let trustsForeignTransfers: Bool
+    /// The models a replacement's moved link members are checked against again.
+    let models: CurrentModels
     /// Transfers started through this process, gateway to target (the file holds those of every process).
     let acceptedTransfers = Mutex<[String: String]>([:])
 
@@ -78,7 +80,8 @@ final class CacheWriter: Sendable {
 
     init(store: sending CacheStore?, journal: sending Journal?, cache: DeviceCache, hub: EventHub,
          storage: StorageMonitor = StorageMonitor(), maxProperties: Int = .max,
-         trustsForeignTransfers: Bool = false) {
+         trustsForeignTransfers: Bool = false, models: CurrentModels = CurrentModels(ThingModels())) {
+        self.models = models
         journalUsage = journal?.usedBytes
         self.storage = storage
         databasePath = store?.database.path
@@ -351,7 +354,7 @@ final class CacheWriter: Sendable {
                     }
                     if let (old, time) = marks.replaced {
                         _ = try ReplacementMoves.move(from: old, to: gateway, time: time, now: Timestamp.now(),
-                                                      in: store.database)
+                                                      models: models, in: store.database)
                     }
                 }
                 if let (generation, applied) = position {

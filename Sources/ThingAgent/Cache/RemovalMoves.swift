@@ -55,18 +55,24 @@ enum SceneActions {
     /// changed (when `change`) and returns each of them, by name, with the actions it has left.
     static func rewrite(in db: Database, now: Millis, change: Bool = true,
                         _ transform: (JSONObject) -> JSONObject?) throws -> [(name: String, actions: [JSONValue])] {
+        try rewriteScenes(in: db, now: now, change: change) { actions in
+            actions.compactMap { action in
+                guard let object = action.objectValue else { return action }
+                return transform(object).map(JSONValue.object)
+            }
+        }
+    }
+
+    /// Passes each scene's whole list of actions through `transform`; writes and returns the scenes as
+    /// `rewrite` does.
+    static func rewriteScenes(in db: Database, now: Millis, change: Bool = true,
+                              _ transform: ([JSONValue]) -> [JSONValue]) throws -> [(name: String, actions: [JSONValue])] {
         var rewritten: [(name: String, actions: [JSONValue])] = []
         for row in try db.query("SELECT name, actions FROM scenes ORDER BY name") {
             guard let name = row.string("name"), let text = row.string("actions"),
                   let actions = (try? JSONParser.parse(text))?.arrayValue else { continue }
-            var changed = false
-            let kept = actions.compactMap { action -> JSONValue? in
-                guard let object = action.objectValue else { return action }
-                let next = transform(object)
-                if next != object { changed = true }
-                return next.map(JSONValue.object)
-            }
-            guard changed else { continue }
+            let kept = transform(actions)
+            guard kept != actions else { continue }
             if change, !kept.isEmpty {
                 try db.run("UPDATE scenes SET actions = ?, updated_at = ? WHERE name = ?",
                            [.text(JSONValue.array(kept).serialized()), .integer(now), .text(name)])

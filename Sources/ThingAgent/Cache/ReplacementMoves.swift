@@ -7,14 +7,16 @@ import SQLite
 /// Running it again for the same replacement (a journal replay of the `finish` report) changes nothing: the faulty
 /// gateway is named nowhere any more, and the record's key is the pair and the finish's time.
 enum ReplacementMoves {
-    static func move(from old: String, to new: String, time: Millis, now: Millis,
+    /// `models`: the thing models the moved link members are checked against again (those of the new gateway's
+    /// product, as the file names it).
+    static func move(from old: String, to new: String, time: Millis, now: Millis, models: CurrentModels,
                      in db: Database) throws -> GatewayReplacement {
         // A replay: the first run moved everything, and its record says what.
         if let recorded = try replacement(old: old, new: new, time: time, db) { return recorded }
         var moved = GatewayReplacement(old: old, new: new, time: time, recordedAt: now)
         moved.groups = try moveGroups(old, new, db)
         moved.scenes = try moveScenes(old, new, now, db)
-        moved.links = try moveLinks(old, new, db)
+        (moved.links, moved.droppedLinkMembers, moved.dissolvedLinks) = try moveLinks(old, new, models, db)
         moved.fields = try moveMetadata(old, new, now, db)
         try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(old)])
         try db.run("DELETE FROM offline_alerts WHERE dev_id = ?", [.text(old)])
@@ -37,23 +39,65 @@ enum ReplacementMoves {
         return names
     }
 
-    /// Every scene action for the old gateway now sets the new one (same product, so the same codes).
+    /// Every scene action for the old gateway now sets the new one (same product, so the same codes). A scene
+    /// that had an action for the new gateway already keeps that one, in its place, with the old action's codes
+    /// added where it had none (its own values win): `scene run` sends the gateway one set, not two that disagree.
     private static func moveScenes(_ old: String, _ new: String, _ now: Millis, _ db: Database) throws -> [String] {
-        try SceneActions.rewrite(in: db, now: now) { action in
-            guard action["device"]?.stringValue == old else { return action }
-            var moved = action
-            moved["device"] = .string(new)
-            return moved
+        try SceneActions.rewriteScenes(in: db, now: now) { actions in
+            let device = { (action: JSONValue) in action["device"]?.stringValue }
+            guard actions.contains(where: { device($0) == old }) else { return actions }
+            guard let mine = actions.firstIndex(where: { device($0) == new }) else {
+                return actions.map { action in
+                    guard device(action) == old, var object = action.objectValue else { return action }
+                    object["device"] = .string(new)
+                    return .object(object)
+                }
+            }
+            var set = JSONObject()
+            for owner in [old, new] {
+                for action in actions where device(action) == owner { set.merge(action["set"]?.objectValue ?? [:]) }
+            }
+            var merged = actions[mine].objectValue ?? JSONObject()
+            merged["set"] = .object(JSONObject(set.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }))
+            return actions.indices.compactMap { index in
+                if index == mine { return .object(merged) }
+                let other = device(actions[index])
+                return other == old || other == new ? nil : actions[index]
+            }
         }.map(\.name)
     }
 
-    /// Each link member on the old gateway moves to the new one (once: a member it already is stays as it is).
-    private static func moveLinks(_ old: String, _ new: String, _ db: Database) throws -> [String] {
-        let names = try db.query("SELECT DISTINCT link FROM link_members WHERE dev_id = ? ORDER BY link",
-                                 [.text(old)]).compactMap { $0.string("link") }
-        try db.run("UPDATE OR IGNORE link_members SET dev_id = ? WHERE dev_id = ?", [.text(new), .text(old)])
-        try db.run("DELETE FROM link_members WHERE dev_id = ?", [.text(old)])
-        return names
+    /// Each link member on the old gateway moves to the new one (once: a member it already is stays as it is),
+    /// checked again against the new gateway's model (`DeviceLink.replacing`); a link left with fewer than two
+    /// members is deleted. Returns the links kept, the members dropped and the links dissolved.
+    private static func moveLinks(_ old: String, _ new: String, _ models: CurrentModels, _ db: Database) throws
+        -> ([String], [DroppedLinkMember], [String]) {
+        let links = try LocalStore.links(db, where: "l.name IN (SELECT link FROM link_members WHERE dev_id = ?)",
+                                         [.text(old)])
+        let product = { (device: String) in
+            try db.query("SELECT product_id FROM devices WHERE dev_id = ?", [.text(device)]).first?.string("product_id")
+        }
+        let newProduct = try product(new)
+        let sameProduct = try newProduct == product(old)
+        var kept: [String] = [], dropped: [DroppedLinkMember] = [], dissolved: [String] = []
+        for link in links {
+            let (next, refused) = link.replacing(old, by: new, sameProduct: sameProduct) { device in
+                models.model(for: device == new ? newProduct : (try? product(device)) ?? nil)
+            }
+            dropped += refused
+            try db.run("DELETE FROM link_members WHERE link = ?", [.text(link.name)])
+            guard let next else {
+                try db.run("DELETE FROM device_links WHERE name = ?", [.text(link.name)])
+                dissolved.append(link.name)
+                continue
+            }
+            for (position, member) in next.members.enumerated() {
+                try db.run("INSERT INTO link_members (link, position, dev_id, code) VALUES (?, ?, ?, ?)",
+                           [.text(link.name), .integer(Int64(position)), .text(member.deviceId), .text(member.code)])
+            }
+            kept.append(link.name)
+        }
+        return (kept, dropped, dissolved)
     }
 
     /// Name, room and icon move field by field where the new gateway has none set locally; the old gateway's

@@ -38,7 +38,7 @@ extension LocalStore {
         }
     }
 
-    private static func links(_ db: Database, where condition: String?, _ bindings: [SQLiteValue]) throws -> [DeviceLink] {
+    static func links(_ db: Database, where condition: String?, _ bindings: [SQLiteValue]) throws -> [DeviceLink] {
         let rows = try db.query("""
             SELECT l.name AS name, l.created_at AS created_at, m.dev_id AS dev_id, m.code AS code
             FROM device_links l LEFT JOIN link_members m ON m.link = l.name

@@ -22,6 +22,9 @@ public final class AgentClient: Sendable {
     public let replyTopic: String
     private let client: MQTTClient
     private let routes = Routes()
+    /// The event feeds' subscribes and unsubscribes, one at a time in the order asked, so that a follower's
+    /// subscribe never lands before an unsubscribe asked earlier.
+    private let subscriptions = SerialTasks()
 
     /// `daemon`: the daemon's client id (default `configuration.clientID`). `replyUser`: the first level of the
     /// reply topic under `replyPrefix`, which the shipped ACL lets each user read under its own name (default
@@ -219,23 +222,39 @@ public final class AgentClient: Sendable {
 
     /// Every change of `gateway`'s transfer as the daemon applies it (its event feed, `eventsTopic`), from the
     /// moment this returns; a stall the daemon ends comes as `failed` with failedCode `timeout`. The stream ends
-    /// when the consuming task is cancelled or the client disconnects.
+    /// when the consuming task is cancelled or the client disconnects. Several streams may follow one gateway at
+    /// once, each getting every change; the client unsubscribes from the gateway's feed when the last one ends.
     public func transferUpdates(gateway: String) async throws(AgentClientError) -> AsyncStream<TransferInfo> {
         let topic = "\(configuration.eventsTopic)/\(gateway)/transfer"
         let (stream, continuation) = AsyncStream<TransferInfo>.makeStream()
-        routes.feed(topic) { message in
+        let token = routes.feed(topic) { message in
             guard let event = try? JSONParser.parse(message.payload),
                   let info = TransferInfo(json: event["data"], updatedAt: event["time"]?.int64Value ?? 0) else { return }
             continuation.yield(info)
         } finish: {
             continuation.finish()
         }
-        continuation.onTermination = { [routes = self.routes] _ in routes.unfeed(topic) }
-        do {
-            try await client.subscribe(topic, qos: .atLeastOnce)
-        } catch {
+        let (routes, client, subscriptions) = (self.routes, self.client, self.subscriptions)
+        continuation.onTermination = { _ in
+            guard routes.unfeed(topic, token) else { return }
+            // In line with the subscribes, and decided when its turn comes: a follower that started meanwhile
+            // keeps the subscription.
+            subscriptions.enqueue {
+                guard !routes.isFed(topic) else { return }
+                try? await client.unsubscribe(topic)
+            }
+        }
+        let subscribing = subscriptions.enqueue { () async -> MQTTError? in
+            do throws(MQTTError) {
+                try await client.subscribe(topic, qos: .atLeastOnce)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure = await subscribing.value {
             continuation.finish()
-            throw .brokerUnavailable("\(error)")
+            throw .brokerUnavailable("\(failure)")
         }
         return stream
     }
@@ -339,15 +358,18 @@ public enum AgentClientError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// Where the client's messages go: answers by request id, event feeds by topic. Called on the network thread.
+/// Where the client's messages go: answers by request id, event feeds by topic (each topic any number of feeds,
+/// each by a token of its own). Called on the network thread.
 private final class Routes: Sendable {
     private struct Feed {
+        let token: UInt64
         let deliver: @Sendable (MQTTMessage) -> Void
         let finish: @Sendable () -> Void
     }
     private struct State {
         var answers: [String: AsyncStream<JSONObject>.Continuation] = [:]
-        var feeds: [String: Feed] = [:]
+        var feeds: [String: [Feed]] = [:]
+        var nextToken: UInt64 = 0
     }
     private let state = Mutex(State())
 
@@ -357,7 +379,7 @@ private final class Routes: Sendable {
                   let id = answer["id"]?.stringValue else { return }
             state.withLock { $0.answers[id] }?.yield(answer)
         } else {
-            state.withLock { $0.feeds[message.topic] }?.deliver(message)
+            for feed in state.withLock({ $0.feeds[message.topic] ?? [] }) { feed.deliver(message) }
         }
     }
 
@@ -371,21 +393,56 @@ private final class Routes: Sendable {
         state.withLock { $0.answers.removeValue(forKey: id) }?.finish()
     }
 
+    /// Adds a feed of `topic`; its token takes it out again.
     func feed(_ topic: String, deliver: @escaping @Sendable (MQTTMessage) -> Void,
-              finish: @escaping @Sendable () -> Void) {
-        state.withLock { $0.feeds[topic] = Feed(deliver: deliver, finish: finish) }
+              finish: @escaping @Sendable () -> Void) -> UInt64 {
+        state.withLock { state in
+            state.nextToken += 1
+            state.feeds[topic, default: []].append(Feed(token: state.nextToken, deliver: deliver, finish: finish))
+            return state.nextToken
+        }
     }
 
-    func unfeed(_ topic: String) {
-        state.withLock { _ = $0.feeds.removeValue(forKey: topic) }
+    /// Takes that feed out; true when it was the topic's last.
+    func unfeed(_ topic: String, _ token: UInt64) -> Bool {
+        state.withLock { state in
+            guard var feeds = state.feeds[topic], let index = feeds.firstIndex(where: { $0.token == token }) else {
+                return false
+            }
+            feeds.remove(at: index)
+            state.feeds[topic] = feeds.isEmpty ? nil : feeds
+            return feeds.isEmpty
+        }
+    }
+
+    func isFed(_ topic: String) -> Bool {
+        state.withLock { $0.feeds[topic] != nil }
     }
 
     func finishAll() {
         let (answers, feeds) = state.withLock { state in
-            defer { state = State() }
-            return (Array(state.answers.values), Array(state.feeds.values))
+            defer { state = State(nextToken: state.nextToken) }
+            return (Array(state.answers.values), state.feeds.values.flatMap { $0 })
         }
         for answer in answers { answer.finish() }
         for feed in feeds { feed.finish() }
+    }
+}
+
+/// Async work run one piece at a time, in the order it was asked for.
+private final class SerialTasks: Sendable {
+    private let last = Mutex<Task<Void, Never>?>(nil)
+
+    @discardableResult
+    func enqueue<T: Sendable>(_ work: @escaping @Sendable () async -> T) -> Task<T, Never> {
+        last.withLock { last in
+            let previous = last
+            let next = Task {
+                await previous?.value
+                return await work()
+            }
+            last = Task { _ = await next.value }
+            return next
+        }
     }
 }

@@ -70,26 +70,37 @@ public struct DeviceLink: Sendable, Equatable {
         var first: (member: Member, kind: PropertySpec.Kind)?
         for member in members {
             guard DeviceID.isValid(member.deviceId) else { throw .invalid("'\(member.deviceId)' is not a device id") }
-            guard let thing = model(member.deviceId) else {
-                throw .modelRefused("\(member): no thing model for \(member.deviceId)'s product, so its code cannot be "
-                               + "checked (--models DIR, and the device's info must name its productId)")
-            }
-            guard let spec = thing.property(member.code) else {
-                throw .modelRefused("\(member): unknown property for product \(thing.productId)")
-            }
-            guard spec.access == .rw else {
-                throw .modelRefused("\(member): a link needs read-write codes, and \(member.code) is \(spec.access.rawValue)")
-            }
-            if case .string = spec.kind { throw .modelRefused("\(member): string codes cannot be linked") }
-            guard let (leader, kind) = first else {
-                first = (member, spec.kind)
+            let kind = try Self.kind(of: member, model: model)
+            guard let leader = first else {
+                first = (member, kind)
                 continue
             }
-            guard Self.compatible(kind, spec.kind) else {
-                throw .modelRefused("\(member) (\(Self.describe(spec.kind))) is not compatible with \(leader) "
-                               + "(\(Self.describe(kind)))")
-            }
+            if let refusal = Self.incompatibility(member, kind, with: leader) { throw .modelRefused(refusal) }
         }
+    }
+
+    /// The kind of a member's code when its device's thing model lets it be linked: a known read-write code that is
+    /// not a string. A device with no known model cannot be checked, so it cannot be linked.
+    static func kind(of member: Member, model: (String) -> ThingModel?) throws(EditError) -> PropertySpec.Kind {
+        guard let thing = model(member.deviceId) else {
+            throw .modelRefused("\(member): no thing model for \(member.deviceId)'s product, so its code cannot be "
+                           + "checked (--models DIR, and the device's info must name its productId)")
+        }
+        guard let spec = thing.property(member.code) else {
+            throw .modelRefused("\(member): unknown property for product \(thing.productId)")
+        }
+        guard spec.access == .rw else {
+            throw .modelRefused("\(member): a link needs read-write codes, and \(member.code) is \(spec.access.rawValue)")
+        }
+        if case .string = spec.kind { throw .modelRefused("\(member): string codes cannot be linked") }
+        return spec.kind
+    }
+
+    /// Why `member`, of `kind`, cannot follow `leader`; nil when it can.
+    static func incompatibility(_ member: Member, _ kind: PropertySpec.Kind,
+                                with leader: (member: Member, kind: PropertySpec.Kind)) -> String? {
+        compatible(leader.kind, kind) ? nil
+            : "\(member) (\(describe(kind))) is not compatible with \(leader.member) (\(describe(leader.kind)))"
     }
 
     /// The rules that need no device: the name, the number of members (at most `maxMembers`), no member twice.

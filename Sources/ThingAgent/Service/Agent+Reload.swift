@@ -114,6 +114,7 @@ extension Agent {
             report.kept.append("firmware catalog: \(error)")
         }
         reloadable.withLock { $0 = next }
+        currentModels.use(next.models)
         return report
     }
 }

@@ -34,6 +34,8 @@ public final class Agent: Sendable {
     public var models: ThingModels { reloadable.withLock { $0.models } }
     /// What `reload()` replaces: read at init, swapped whole on a reload.
     let reloadable: Mutex<ReloadableSettings>
+    /// `reloadable`'s models, shared with the writer and the link engine (a replacement re-checks moved link members).
+    let currentModels: CurrentModels
     let topics: Topics
     let writer: CacheWriter
     let tracker: RequestTracker
@@ -86,6 +88,7 @@ public final class Agent: Sendable {
     package init(configuration: AgentConfiguration, role: Role, logger: AgentLogger = .disabled,
                  lockCache: Bool = false, standIn: Bool = false,
                  shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+        try configuration.checkCombinations()
         self.configuration = configuration
         self.role = role
         isStandIn = standIn
@@ -135,8 +138,10 @@ public final class Agent: Sendable {
         let storage = role == .service
             ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
             : StorageMonitor()
+        let currentModels = CurrentModels(reloadable.withLock { $0.models })
+        self.currentModels = currentModels
         writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, storage: storage, maxProperties: configuration.maxPropertiesPerDevice,
-                             trustsForeignTransfers: configuration.trustForeignTransfers)
+                             trustsForeignTransfers: configuration.trustForeignTransfers, models: currentModels)
         if role == .service, PrivateFiles.isReadableByOthers(configuration.database) {
             logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
                            + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.database])
@@ -177,7 +182,8 @@ public final class Agent: Sendable {
             writer.upgrades.load(cachedUpgrades)
             otaWatch.watchCached(cachedUpgrades, now: Timestamp.now())
         }
-        linkEngine = LinkEngine(cache: cache, hub: events, logger: logger, grace: max(configuration.requestTimeout, .seconds(5)))
+        linkEngine = LinkEngine(cache: cache, hub: events, logger: logger, grace: max(configuration.requestTimeout, .seconds(5)),
+                                models: currentModels)
         if role == .service, let local {
             // The links hear every change, as the watches do; they send sets only once the daemon's `start()`
             // connected (a stand-in's short life sends none, but a replacement it writes moves them too).

@@ -285,6 +285,18 @@ public struct AgentConfiguration: Sendable, Equatable {
         }
     }
 
+    /// Refuses settings that each load but must not go together, once every source (file, environment, flags)
+    /// is applied: a foreign transfer's `finish` moves a gateway's sub-devices, and with provisioning the broker
+    /// access of those sub-devices goes with them, so trusting a finish no one here started would hand the broker
+    /// topics of one gateway's devices to another on that gateway's word alone.
+    public func checkCombinations() throws(Error) {
+        if trustForeignTransfers && provisioning {
+            throw Error(message: "trustForeignTransfers and provisioning cannot both be on: with provisioning a "
+                        + "finished replacement also moves the sub-devices' broker access, so only a transfer "
+                        + "started through this agent may move them (set trustForeignTransfers to false)")
+        }
+    }
+
     /// Applies `THING_AGENT_*` environment variables.
     public mutating func apply(environment: [String: String]) throws(Error) {
         for entry in Self.keys {

@@ -71,9 +71,13 @@ final class LinkEngine: Sendable {
     private let hub: EventHub
     private let logger: AgentLogger
     private let grace: Duration
+    private let models: CurrentModels
 
     /// `grace`: how long after an accepted answer the member's report of the value is still waited for.
-    init(cache: DeviceCache, hub: EventHub, logger: AgentLogger, grace: Duration) {
+    /// `models`: what a replacement's moved members are checked against again.
+    init(cache: DeviceCache, hub: EventHub, logger: AgentLogger, grace: Duration,
+         models: CurrentModels = CurrentModels(ThingModels())) {
+        self.models = models
         self.cache = cache
         self.hub = hub
         self.logger = logger
@@ -129,19 +133,36 @@ final class LinkEngine: Sendable {
     }
 
     /// A finished replacement moved the faulty gateway's link members to the new gateway in the cache file (in the
-    /// write of the re-linked sub-devices); the links in memory follow.
+    /// write of the re-linked sub-devices); the links in memory follow, by the same rules (`DeviceLink.replacing`):
+    /// a moved member the new gateway's model refuses is dropped, a link left with fewer than two members goes.
     func replaced(_ old: String, by new: String) {
-        state.withLock { state in
-            guard state.byMember.keys.contains(where: { $0.deviceId == old }) else { return }
-            let moved = state.links.map { link in
-                var members: [DeviceLink.Member] = []
-                for member in link.members {
-                    let next = member.deviceId == old ? DeviceLink.Member(deviceId: new, code: member.code) : member
-                    if !members.contains(next) { members.append(next) }
+        let product = { [cache] (device: String) in cache.device(device)?.info.productId }
+        let sameProduct = product(new) == product(old)
+        let (kept, dropped, dissolved) = state.withLock { state -> ([DeviceLink], [DroppedLinkMember], [String]) in
+            guard state.byMember.keys.contains(where: { $0.deviceId == old }) else { return (state.links, [], []) }
+            var kept: [DeviceLink] = [], dropped: [DroppedLinkMember] = [], dissolved: [String] = []
+            for link in state.links {
+                guard link.members.contains(where: { $0.deviceId == old }) else {
+                    kept.append(link)
+                    continue
                 }
-                return DeviceLink(name: link.name, members: members, createdAt: link.createdAt)
+                let (next, refused) = link.replacing(old, by: new, sameProduct: sameProduct) { [models] device in
+                    models.model(for: product(device))
+                }
+                dropped += refused
+                if let next { kept.append(next) } else { dissolved.append(link.name) }
             }
-            state.load(moved)
+            state.load(kept)
+            return (kept, dropped, dissolved)
+        }
+        hasLinks.store(!kept.isEmpty, ordering: .releasing)
+        for member in dropped {
+            logger.warning("a gateway replacement dropped a link member the new gateway's thing model refuses",
+                           metadata: ["link": member.link, "member": "\(member.member)", "reason": member.reason])
+        }
+        for name in dissolved {
+            logger.warning("a gateway replacement left a link with fewer than two members: it is deleted",
+                           metadata: ["link": name, "old": old, "new": new])
         }
     }
 

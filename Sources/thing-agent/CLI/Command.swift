@@ -138,7 +138,9 @@ extension RequestError {
         switch self {
         case .deviceOffline: .offline
         case .unsupported: .failure
-        case .notSent, .tooManyInFlight: .noBroker
+        case .notSent: .noBroker
+        // The agent's own limit of requests waiting for answers: a failed action, not a broker that cannot be used.
+        case .tooManyInFlight: .failure
         case .refused: .refused
         case .timeout: .timeout
         case .invalid: .invalid

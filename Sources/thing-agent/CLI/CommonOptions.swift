@@ -38,6 +38,7 @@ enum CommonOptions {
                     try configuration.apply(key: setting.key, text: value, source: "--\(setting.flag)")
                 }
             }
+            try configuration.checkCombinations()
         } catch {
             throw CommandFailure(code: .usage, message: error.message)
         }

@@ -21,7 +21,7 @@ enum ExitCode: Int32 {
     static let table = """
         Exit codes:
           0  success
-          1  failure (unknown device, unreadable cache, an action failed)
+          1  failure (unknown device, unreadable cache, an action failed, too many requests in flight)
           2  bad command line
           3  invalid for the device's thing model; nothing was published
           4  refused by the device

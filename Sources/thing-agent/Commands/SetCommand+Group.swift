@@ -17,16 +17,21 @@ extension SetCommand {
         return show(groupReport: report, values, json: arguments.has("json"))
     }
 
+    /// The failures that have an exit code of their own, in the order in which one wins over the next when
+    /// several members fail differently. Anything else (`tooManyInFlight`: the daemon's limit of requests waiting
+    /// for answers, not the broker; `unsupported`, `cancelled`) is 1, an action that failed.
+    static let rankedFailures: [(outcome: String, code: ExitCode)] = [
+        ("invalid", .invalid), ("refused", .refused), ("timeout", .timeout), ("notSent", .noBroker),
+    ]
+
     /// Prints a group's report (from `GroupSetReport.json`) and returns its exit code: 0 when every online
-    /// member's set succeeded, else the first of 3 (a member's model refused), 4 (refused), 5 (no answer) that
-    /// occurred, else 6 or 1; 1 for a group with no members.
+    /// member's set succeeded, else the first of 3 (a member's model refused), 4 (refused), 5 (no answer),
+    /// 6 (not sent) among the outcomes, else 1; 1 for a group with no members.
     static func show(groupReport report: JSONValue, _ values: [String: JSONValue], json: Bool) -> ExitCode {
         let outcomes = report["outcomes"]?.arrayValue ?? []
         let words = outcomes.compactMap { $0["outcome"]?.stringValue }
         let failures = words.filter { $0 != "success" && $0 != "offline" }
-        let ranked: [(String, ExitCode)] = [("invalid", .invalid), ("refused", .refused), ("timeout", .timeout),
-                                            ("notSent", .noBroker), ("tooManyInFlight", .noBroker)]
-        let code = failures.isEmpty ? .success : ranked.first { failures.contains($0.0) }?.1 ?? .failure
+        let code = failures.isEmpty ? .success : rankedFailures.first { failures.contains($0.outcome) }?.code ?? .failure
         let name = report["group"]?.stringValue ?? ""
         if json { Format.printJSON(report) }
         // A group whose members were all removed: nothing was done, which is not a success.

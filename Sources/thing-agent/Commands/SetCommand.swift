@@ -24,8 +24,8 @@ enum SetCommand: Command {
             With --group G the set goes to every member of the group at once (through the daemon when it runs),
             each checked against its own model: a member whose model refuses it is listed and gets nothing,
             offline members are listed and skipped (--force sends anyway). Exit 0 only when every online member's
-            set succeeded; otherwise the first of 3 (model), 4 (refused), 5 (no answer) that occurred; 1 when
-            the group has no members.
+            set succeeded; otherwise the first of 3 (model), 4 (refused), 5 (no answer), 6 (not sent) that
+            occurred, else 1 (too many requests in flight, for one); 1 when the group has no members.
 
 
             """ + ExitCode.table)

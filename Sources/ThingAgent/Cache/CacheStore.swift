@@ -175,7 +175,10 @@ final class CacheStore {
     }
 
     static func loadDevice(_ id: String, from database: Database) throws -> DeviceSnapshot? {
-        try load(database, filter: "dev_id = ?", [.text(id)])[id]
+        // Its properties and transfer by their own keys rather than through a subquery on `devices`: compiling the
+        // subqueries was a large part of SQLite's work for a short `info`.
+        try load(database, filter: "dev_id = ?", [.text(id)],
+                 scopes: (properties: " WHERE dev_id = ?", transfers: " WHERE gateway_id = ?"))[id]
     }
 
     /// Reads the devices whose info names `gateway` (indexed by `devices_by_gateway`).
@@ -185,9 +188,12 @@ final class CacheStore {
 
     /// Reads the devices matching an SQL condition on `devices` (and their properties and transfers).
     /// The whole cache is read on two threads: the properties on a second connection while the device rows load.
+    /// `scopes`: the conditions on `properties` and `transfers` that pick the same devices with the same bindings
+    /// (by default, those whose device matches `filter`).
     private static func load(_ database: Database, filter: String?, _ bindings: [SQLiteValue],
+                             scopes: (properties: String, transfers: String)? = nil,
                              shouldStop: @escaping @Sendable () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
-        let scope = filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
+        let scope = scopes?.properties ?? filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let tables: [(String, PropertyTable)]
         var devices: [String: DeviceSnapshot]
         if filter == nil {
@@ -208,13 +214,14 @@ final class CacheStore {
             tables = try result.withLock { $0! }.get()
         } else {
             devices = try Self.loadDevices(database, condition: filter.map { " WHERE \($0)" } ?? "", bindings)
-            tables = try Self.loadProperties(database, scope: scope, bindings)
+            tables = try Self.loadProperties(database, scope: scope, bindings, interning: false)
         }
         for (id, table) in tables {
             // Through the index: an optional-chained assignment would copy the whole snapshot out and back.
             if let index = devices.index(forKey: id) { devices.values[index].properties = table }
         }
-        let transferScope = filter.map { " WHERE gateway_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
+        let transferScope = scopes?.transfers
+            ?? filter.map { " WHERE gateway_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let transfers = try database.prepare("""
             SELECT gateway_id, target_id, target_name, status, failed_code, time, updated_at FROM transfers\(transferScope)
             """)
@@ -238,7 +245,7 @@ final class CacheStore {
         var builder = FieldStorage.Builder(capacity: 512)
         let kinds = InfoColumn.all
         let select = try database.prepare(
-            "SELECT \(CacheSchema.deviceColumns.joined(separator: ", ")) FROM devices\(condition)")
+            "SELECT \(CacheSchema.deviceColumnList) FROM devices\(condition)")
         try select.bind(bindings)
         var rows = 0
         while try select.step() {
@@ -253,9 +260,12 @@ final class CacheStore {
     }
 
     /// Each device's properties. The table is keyed (dev_id, code), so rows come grouped by device.
+    /// `interning`: share equal values and parse repeated texts once, which pays on the whole fleet; a few devices
+    /// (`info`) only pay for the interner's tables.
     private static func loadProperties(_ database: Database, scope: String, _ bindings: [SQLiteValue],
+                                       interning: Bool = true,
                                        shouldStop: () -> Bool = { false }) throws -> [(String, PropertyTable)] {
-        let interner = ValueInterner()
+        let interner = interning ? ValueInterner() : nil
         let properties = try database.prepare("SELECT dev_id, code, value, time FROM properties\(scope)")
         try properties.bind(bindings)
         var tables: [(String, PropertyTable)] = []
@@ -272,7 +282,8 @@ final class CacheStore {
                 currentID = id
                 table = PropertyTable()
             }
-            table[code] = PropertyValue(value: interner.parse(text), time: properties.int64(3))
+            let value = interner?.parse(text) ?? ValueInterner.parseUninterned(text)
+            table[code] = PropertyValue(value: value, time: properties.int64(3))
         }
         if let currentID { tables.append((currentID, table)) }
         return tables

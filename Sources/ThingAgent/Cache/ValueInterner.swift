@@ -26,9 +26,14 @@ final class ValueInterner {
     /// Parses JSON text from the cache file once per distinct text.
     func parse(_ text: String) -> JSONValue {
         if let value = parsed[text] { return value }
-        let value = intern((try? JSONParser.parse(text)) ?? .string(text))
+        let value = intern(Self.parseUninterned(text))
         if parsed.count >= limit { parsed.removeAll(keepingCapacity: true) }
         parsed[text] = value
         return value
+    }
+
+    /// A cached value's text as a value: text that is not JSON (a file written by hand) stays a string.
+    static func parseUninterned(_ text: String) -> JSONValue {
+        (try? JSONParser.parse(text)) ?? .string(text)
     }
 }

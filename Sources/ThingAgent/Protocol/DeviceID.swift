@@ -7,6 +7,12 @@ public enum DeviceID {
         isValid(utf8: id.utf8)
     }
 
+    /// The same for a `String`, specialized here: called from another module, the generic one looked up its
+    /// associated types at run time, which a short `info` paid for at start.
+    public static func isValid(_ id: String) -> Bool {
+        isValid(utf8: id.utf8)
+    }
+
     static func isValid(utf8: some Collection<UInt8>) -> Bool {
         var count = 0
         for byte in utf8 {

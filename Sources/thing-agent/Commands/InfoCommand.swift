@@ -99,6 +99,12 @@ enum InfoCommand: Command {
             lines.append("  \(Format.label(code.terminalSafe())) "
                 + "\(Format.value(property.value))  (\(Format.age(property.time, now: now)))")
         }
-        return lines.joined(separator: "\n")
+        // Joined by hand, as CacheSchema.deviceColumnList says why.
+        var text = ""
+        for (index, line) in lines.enumerated() {
+            if index > 0 { text += "\n" }
+            text += line
+        }
+        return text
     }
 }

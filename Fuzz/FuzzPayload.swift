@@ -102,14 +102,14 @@ private func checkConfig(_ bytes: UnsafeRawBufferPointer) {
         guard !error.message.isEmpty else { fatalError("a config error without a message") }
         return
     }
-    _ = Agent.mqttConfiguration(configuration, role: .service)
-    _ = Agent.mqttConfiguration(configuration, role: .requester)
+    _ = Agent.mqttConfiguration(configuration, daemon: true)
+    _ = Agent.mqttConfiguration(configuration, daemon: false)
     for seconds in [configuration.sessionExpiry, configuration.keepAlive, configuration.flushInterval,
                     configuration.requestTimeout, configuration.offlineGracePeriod, configuration.reconnectMinDelay,
                     configuration.reconnectMaxDelay, configuration.transferStallTimeout, configuration.maxClockSkew] {
         let duration = Duration.seconds(seconds)
-        _ = duration.components
-        _ = Int64(duration.seconds * 1000)
+        let (whole, fraction) = duration.components
+        _ = Int64((Double(whole) + Double(fraction) / 1e18) * 1000)
     }
     _ = IngestLimits(configuration)
     _ = APIRateLimiter(rate: configuration.apiRateLimit).allow("c", now: .now)

@@ -94,8 +94,12 @@ struct ProcessBenchmarks {
     /// burst of load on the machine falls on all of them alike).
     static func medianMilliseconds(_ commands: [(executable: String, arguments: [String])], rounds: Int) throws -> [Double] {
         var times = Array(repeating: [Double](), count: commands.count)
-        for _ in 0..<rounds {
-            for (index, command) in commands.enumerated() {
+        for round in 0..<rounds {
+            // Every other round runs backwards: a process pays for the caches the one before it evicted, so each
+            // command follows the others equally often (run in one order, the first after `sqlite3` read higher).
+            let order = round % 2 == 0 ? Array(commands.indices) : commands.indices.reversed()
+            for index in order {
+                let command = commands[index]
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: command.executable)
                 process.arguments = command.arguments

@@ -104,12 +104,16 @@ private func checkConfig(_ bytes: UnsafeRawBufferPointer) {
     }
     _ = Agent.mqttConfiguration(configuration, daemon: true)
     _ = Agent.mqttConfiguration(configuration, daemon: false)
-    for seconds in [configuration.sessionExpiry, configuration.keepAlive, configuration.flushInterval,
-                    configuration.requestTimeout, configuration.offlineGracePeriod, configuration.reconnectMinDelay,
-                    configuration.reconnectMaxDelay, configuration.transferStallTimeout, configuration.maxClockSkew] {
-        let duration = Duration.seconds(seconds)
+    // Every time the file may set, in milliseconds as the agent uses them: a value the bounds let through that
+    // traps here would trap in the agent.
+    for seconds in [configuration.sessionExpiry, configuration.keepAlive, configuration.maxClockSkew] {
+        _ = Duration.milliseconds(Int64((seconds * 1000).rounded()))
+    }
+    for duration in [configuration.flushInterval, configuration.requestTimeout, configuration.offlineGracePeriod,
+                     configuration.reconnectMinDelay, configuration.reconnectMaxDelay,
+                     configuration.transferStallTimeout] {
         let (whole, fraction) = duration.components
-        _ = Int64((Double(whole) + Double(fraction) / 1e18) * 1000)
+        _ = whole * 1000 + fraction / 1_000_000_000_000_000
     }
     _ = IngestLimits(configuration)
     _ = APIRateLimiter(rate: configuration.apiRateLimit).allow("c", now: .now)

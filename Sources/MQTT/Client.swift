@@ -227,13 +227,12 @@ public final class MQTTClient: Sendable {
                 state.requestStop(core)
                 state.exitWaiters.append(waiter)
                 if !state.threadRunning { state.finish() }
-                // Queue the DISCONNECT now: `core.wake` wakes the network thread's poll for it, so the thread
-                // stops at once instead of at the end of its loop slice. Under the lock, as publish does, so the
-                // thread cannot destroy the handle meanwhile.
-                if state.threadRunning, state.connection == .connected, let handle = state.handle {
-                    _ = libmosquitto.mosquitto_disconnect(handle.pointer)
-                    core.wake.signal()
-                }
+                // Wake the network thread's poll, so that it stops at once instead of at the end of its loop slice.
+                // The thread queues the DISCONNECT itself (`disconnectGracefully`), after it saw the stop: a loop
+                // turn corks its writes only while no stop is signalled, because the library closes the socket
+                // right after writing a DISCONNECT, and a socket closed with unread data left is reset, its
+                // corked acknowledgements never sent.
+                if state.threadRunning, state.connection == .connected { core.wake.signal() }
             }
         }
     }

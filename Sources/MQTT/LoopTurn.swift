@@ -52,7 +52,9 @@ enum LoopTurn {
             writable = true
         }
         if writable {
-            let rc = corked(socket, of: pointer, if: packetsRead > 1) { libmosquitto.mosquitto_loop_write(pointer, 1) }
+            // Not once a stop is signalled: a DISCONNECT may be queued (see `MQTTClient.disconnect`).
+            let cork = packetsRead > 1 && !core.stopSignalled.load(ordering: .acquiring)
+            let rc = corked(socket, of: pointer, if: cork) { libmosquitto.mosquitto_loop_write(pointer, 1) }
             if rc != 0 || libmosquitto.mosquitto_socket(pointer) < 0 { return rc }
             // A TLS handshake that waits to write is driven by the read call (the write call leaves it alone, where
             // `mosquitto_loop` would step the handshake itself); with nothing to read the call does nothing.

@@ -32,6 +32,10 @@ struct BacklogTests {
             }
             try await waitUntil(timeout: .seconds(20)) { received.withLock { $0.count } >= count }
             #expect(received.withLock { $0 } == (0..<count).map { "\($0)" })
+            // A fence: the broker handles a connection's packets in order, so its SUBACK comes after it took every
+            // PUBACK written before. (A DISCONNECT is not one: the next connect may take the session over while
+            // the broker still holds unread PUBACKs of this connection, and it then sends those messages again.)
+            try await draining.subscribe(uniqueName("fence"), qos: .atLeastOnce)
             await draining.disconnect()
 
             // Anything left unacknowledged is sent again at the next connect, before newer messages.

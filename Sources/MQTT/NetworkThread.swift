@@ -70,7 +70,7 @@ struct NetworkThread: Sendable {
             }
             let rc = LoopTurn.run(handle, core, timeoutMilliseconds: Int32(Self.loopSliceMilliseconds))
             guard rc != 0 else { continue }
-            // `disconnect()` queued a DISCONNECT itself: the connection ending now is the stop, not a loss.
+            // A stop signalled while the turn ran: the connection ending now is the stop, not a loss.
             if stopRequested { return nil }
             let osError = errno
             let reason = core.withState { $0.serverDisconnectReason }
@@ -225,14 +225,10 @@ struct NetworkThread: Sendable {
         return .library(rc, errno: osError, context: context, kind: adjusted)
     }
 
-    /// Sends DISCONNECT (so the broker drops the will) and lets the loop write it, for at most a second.
+    /// Sends DISCONNECT (so the broker drops the will) after everything queued, and closes the connection cleanly
+    /// (`GracefulClose`), for at most a second each.
     private func disconnectGracefully() {
-        guard libmosquitto.mosquitto_disconnect(handle.pointer) == 0 else { return }
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(1)
-        while clock.now < deadline {
-            if LoopTurn.run(handle, core, timeoutMilliseconds: 50) != 0 { return }
-        }
+        GracefulClose.disconnect(handle)
     }
 
     /// Sleeps for `duration` in short slices; false when a stop was requested meanwhile.

@@ -50,4 +50,56 @@ struct BacklogTests {
             await publisher.disconnect()
         }
     }
+
+    /// A stop while the backlog streams in: what the client handled before it is acknowledged, and the broker sees
+    /// a clean DISCONNECT. (The library closes the socket right after writing the DISCONNECT; closed with unread
+    /// data, a socket is reset and drops what it still held, so nothing of a turn may wait in a cork then.)
+    @Test("a disconnect in the middle of a backlog acknowledges what was handled before it",
+          .timeLimit(.minutes(1)), arguments: [MQTTProtocolVersion.v311, .v5])
+    func disconnectInTheMiddleOfABacklog(version: MQTTProtocolVersion) async throws {
+        try await withBroker { broker in
+            var session = testConfiguration(broker.url, uniqueName("midstop"), version: version)
+            session.cleanSession = false
+            if version == .v5 { session.sessionExpiry = 300 }
+            let topic = uniqueName("things/dev/thing/properties")
+            let first = try await connectedClient(session)
+            try await first.subscribe(topic, qos: .atLeastOnce)
+            await first.disconnect()
+
+            let count = 900
+            let publisher = try await connectedClient(testConfiguration(broker.url, version: version))
+            for index in 0..<count {
+                try await publisher.publish(topic, "\(index)", qos: .atLeastOnce)
+            }
+
+            let received = Mutex<[String]>([])
+            let draining = try await connectedClient(session, streamMessages: false) { message in
+                received.withLock { $0.append(message.text) }
+            }
+            try await waitUntil(timeout: .seconds(20)) { received.withLock { $0.count } >= 300 }
+            let handledBeforeStop = received.withLock { $0.count }
+            await draining.disconnect()
+            // The broker reads a connection's packets in order: once it logged this connection's DISCONNECT (the
+            // second of the session: the first is the subscribing connection's), it has taken every PUBACK written
+            // before it. A connection reset instead drops what it still held and logs no DISCONNECT.
+            let disconnected = "Client \(session.clientID) disconnected."
+            try await waitUntil(timeout: .seconds(10)) {
+                broker.log().components(separatedBy: disconnected).count - 1 >= 2
+            }
+            let handled = received.withLock { $0 }
+
+            let again = Mutex<[String]>([])
+            let later = try await connectedClient(session, streamMessages: false) { message in
+                again.withLock { $0.append(message.text) }
+            }
+            try await publisher.publish(topic, "marker", qos: .atLeastOnce)
+            try await waitUntil(timeout: .seconds(20)) { again.withLock { $0.contains("marker") } }
+            let redelivered = again.withLock { $0 }.filter { $0 != "marker" }
+            let sentAgainTooSoon = Set(redelivered).intersection(handled.prefix(handledBeforeStop))
+            #expect(sentAgainTooSoon.isEmpty, "handled before the stop, yet sent again: \(sentAgainTooSoon.count)")
+            #expect(Set(handled + redelivered) == Set((0..<count).map { "\($0)" }), "nothing is lost")
+            await later.disconnect()
+            await publisher.disconnect()
+        }
+    }
 }

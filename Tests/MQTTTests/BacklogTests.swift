@@ -11,21 +11,8 @@ struct BacklogTests {
           .timeLimit(.minutes(1)), arguments: [MQTTProtocolVersion.v311, .v5])
     func backlogDrainedAndAcknowledged(version: MQTTProtocolVersion) async throws {
         try await withBroker { broker in
-            var session = testConfiguration(broker.url, uniqueName("backlog"), version: version)
-            session.cleanSession = false
-            if version == .v5 { session.sessionExpiry = 300 }
-            let topic = uniqueName("things/dev/thing/properties")
-            let first = try await connectedClient(session)
-            try await first.subscribe(topic, qos: .atLeastOnce)
-            await first.disconnect()
-
-            // Below mosquitto's default max_queued_messages (1000), so the broker keeps all of it.
-            let count = 900
-            let publisher = try await connectedClient(testConfiguration(broker.url, version: version))
-            for index in 0..<count {
-                try await publisher.publish(topic, "\(index)", qos: .atLeastOnce)
-            }
-
+            let backlog = try await QueuedBacklog(broker, "backlog", version: version)
+            let (session, topic, publisher, count) = (backlog.session, backlog.topic, backlog.publisher, backlog.count)
             let received = Mutex<[String]>([])
             let draining = try await connectedClient(session, streamMessages: false) { message in
                 received.withLock { $0.append(message.text) }
@@ -58,20 +45,8 @@ struct BacklogTests {
           .timeLimit(.minutes(1)), arguments: [MQTTProtocolVersion.v311, .v5])
     func disconnectInTheMiddleOfABacklog(version: MQTTProtocolVersion) async throws {
         try await withBroker { broker in
-            var session = testConfiguration(broker.url, uniqueName("midstop"), version: version)
-            session.cleanSession = false
-            if version == .v5 { session.sessionExpiry = 300 }
-            let topic = uniqueName("things/dev/thing/properties")
-            let first = try await connectedClient(session)
-            try await first.subscribe(topic, qos: .atLeastOnce)
-            await first.disconnect()
-
-            let count = 900
-            let publisher = try await connectedClient(testConfiguration(broker.url, version: version))
-            for index in 0..<count {
-                try await publisher.publish(topic, "\(index)", qos: .atLeastOnce)
-            }
-
+            let backlog = try await QueuedBacklog(broker, "midstop", version: version)
+            let (session, topic, publisher, count) = (backlog.session, backlog.topic, backlog.publisher, backlog.count)
             let received = Mutex<[String]>([])
             let draining = try await connectedClient(session, streamMessages: false) { message in
                 received.withLock { $0.append(message.text) }
@@ -100,6 +75,29 @@ struct BacklogTests {
             #expect(Set(handled + redelivered) == Set((0..<count).map { "\($0)" }), "nothing is lost")
             await later.disconnect()
             await publisher.disconnect()
+        }
+    }
+}
+
+/// A persistent session that subscribed and went away, and `count` QoS 1 messages ("0", "1", …) queued for it.
+private struct QueuedBacklog {
+    let session: MQTTConfiguration
+    let topic = uniqueName("things/dev/thing/properties")
+    let publisher: MQTTClient
+    /// Below mosquitto's default max_queued_messages (1000), so the broker keeps all of it.
+    let count = 900
+
+    init(_ broker: MosquittoBroker, _ name: String, version: MQTTProtocolVersion) async throws {
+        var session = testConfiguration(broker.url, uniqueName(name), version: version)
+        session.cleanSession = false
+        if version == .v5 { session.sessionExpiry = 300 }
+        self.session = session
+        let first = try await connectedClient(session)
+        try await first.subscribe(topic, qos: .atLeastOnce)
+        await first.disconnect()
+        publisher = try await connectedClient(testConfiguration(broker.url, version: version))
+        for index in 0..<count {
+            try await publisher.publish(topic, "\(index)", qos: .atLeastOnce)
         }
     }
 }

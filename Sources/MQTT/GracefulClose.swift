@@ -18,7 +18,8 @@ enum GracefulClose {
     static func disconnect(_ handle: MosquittoHandle, limit: Duration = .seconds(1)) {
         let pointer = handle.pointer
         let socket = libmosquitto.mosquitto_socket(pointer)
-        let held = socket >= 0 ? dup(socket) : -1
+        // Close-on-exec like the library's own: a process started meanwhile must not inherit the connection.
+        let held = socket >= 0 ? fcntl(socket, F_DUPFD_CLOEXEC, 0) : -1
         defer { if held >= 0 { closeAfterDraining(held, limit: limit) } }
         guard libmosquitto.mosquitto_disconnect(pointer) == 0 else { return }
         let clock = ContinuousClock()

@@ -232,7 +232,7 @@ public final class MQTTClient: Sendable {
                 // turn corks its writes only while no stop is signalled, because the library closes the socket
                 // right after writing a DISCONNECT, and a socket closed with unread data left is reset, its
                 // corked acknowledgements never sent.
-                if state.threadRunning, state.connection == .connected { core.wake.signal() }
+                if state.threadRunning { core.wake.signal() }
             }
         }
     }

@@ -373,14 +373,10 @@ public final class Agent: Sendable {
             // At QoS 0: a QoS 1 publish waits in the library while its in-flight window is full (the event feed's
             // publishes, acknowledged behind a backlog of messages to the agent), and the DISCONNECT queued after
             // it then closes the connection before it was ever sent. A QoS 0 one is queued at once, so it goes out
-            // before the DISCONNECT; and should the connection break before that, the will says the same.
-            let client = client, topic = configuration.announceTopic
-            await withTimeout(.milliseconds(200)) {
-                try? await client.publish(topic, payload: Self.announcement(online: false), qos: .atMostOnce,
-                                          retain: true)
-            } expire: {
-                await client.disconnect()
-            }
+            // before the DISCONNECT, and nothing waits for the broker; should the connection break before that,
+            // the will says the same.
+            try? await client.publish(configuration.announceTopic, payload: Self.announcement(online: false),
+                                      qos: .atMostOnce, retain: true)
         }
         await client.disconnect()
         if role == .service { offlineWatch.save() }

@@ -121,9 +121,7 @@ extension Command {
 
     /// Applies `--timeout S` to `requestTimeout`.
     static func applyTimeout(_ arguments: ParsedArguments, to configuration: inout AgentConfiguration) throws {
-        guard let timeout = arguments.value("timeout") else { return }
-        guard let seconds = InputBounds.seconds(timeout) else { throw CommandFailure.badSeconds("timeout") }
-        configuration.requestTimeout = .seconds(seconds)
+        if let timeout = try seconds(arguments) { configuration.requestTimeout = .seconds(timeout) }
     }
 }
 

@@ -61,10 +61,7 @@ enum PairCommand: Command {
             guard !product.isEmpty else { throw CommandFailure(code: .usage, message: "--product needs a product id") }
             request["productId"] = .string(product)
         }
-        if let ttl = arguments.value("ttl") {
-            guard let seconds = InputBounds.seconds(ttl) else { throw CommandFailure.badSeconds("ttl") }
-            request["ttl"] = .double(seconds)
-        }
+        if let ttl = try seconds(arguments, "ttl") { request["ttl"] = .double(ttl) }
         let made = try await callDaemon("pair", request, configuration)
         let username = made["username"]?.stringValue ?? ""
         if arguments.has("json") {

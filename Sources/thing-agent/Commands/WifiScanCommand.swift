@@ -22,7 +22,7 @@ enum WifiScanCommand: Command {
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let device = try deviceArgument(arguments)
         var configuration = try CommonOptions.configuration(arguments)
-        if let timeout = try seconds(arguments) { configuration.requestTimeout = .seconds(timeout) }
+        try applyTimeout(arguments, to: &configuration)
         let force = arguments.has("force")
         let networks = try await withRequests(configuration) { try await $0.scanWifiList(device, force: force) }
         if arguments.has("json") {

@@ -65,10 +65,10 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let backOnline = DeviceEventKinds(rawValue: 1 << 6)
     /// Firmware-upgrade changes.
     public static let ota = DeviceEventKinds(rawValue: 1 << 7)
-    /// Multi-control link propagations.
-    public static let link = DeviceEventKinds(rawValue: 1 << 8)
     /// Devices activated with a pairing.
-    public static let activated = DeviceEventKinds(rawValue: 1 << 9)
+    public static let activated = DeviceEventKinds(rawValue: 1 << 8)
+    /// Multi-control link propagations. (A new bit: the existing kinds keep their values.)
+    public static let link = DeviceEventKinds(rawValue: 1 << 9)
     public static let all: DeviceEventKinds = [
         .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota, .link, .activated,
     ]

@@ -71,13 +71,13 @@ struct CacheReadCommandsTests {
 
         let list = try await runCommand(thingAgentExecutable(), ["devices", "--db", path])
         #expect(list.status == 0, "\(list.stderr)")
-        #expect(list.stdout.split(separator: "\n").first == "ID     NAME  CATEGORY  STATUS  WIFI  PROPS  UPDATED")
+        #expect(list.stdout.split(separator: "\n").first == "ID     NAME  ROOM  CATEGORY  STATUS  WIFI  PROPS  UPDATED")
         #expect(list.stdout.hasSuffix("\n1 device\n"))
     }
 
-    /// `devices` reads seven columns of each row rather than whole snapshots: each column says what the snapshot
-    /// says (local name over the device's own, none when there is neither, Wi-Fi with its level), in id
-    /// order, and --offline and --gateway pick the same devices.
+    /// `devices` reads eight columns of each row rather than whole snapshots: each column says what the snapshot
+    /// and the local tables say (local name over the device's own, none when there is neither, the room, Wi-Fi
+    /// with its level), in id order, and --offline, --gateway and --room pick the same devices in both forms.
     @Test(.timeLimit(.minutes(1)))
     func devicesListsWhatTheSnapshotsSay() async throws {
         let directory = try makeTemporaryDirectory()
@@ -93,6 +93,7 @@ struct CacheReadCommandsTests {
         try store.database.transaction {
             for device in [plug, bare] { try store.write(device, row: true, properties: [], transfer: false) }
         }
+        _ = try LocalStore(path: path).edit("plug2", DeviceEdit(room: "Hall"))
         let snapshots = try CacheReader(path: path).devices()
         #expect(snapshots.map(\.id) == ["a-bare", "lamp1", "plug2"])
         #expect(snapshots.map { $0.info.category?.rawValue } == [nil, nil, "gateway"])
@@ -101,12 +102,22 @@ struct CacheReadCommandsTests {
         #expect(list.status == 0, "\(list.stderr)")
         let lines = list.stdout.split(separator: "\n").map { $0.replacing(/\d+ (s|min|h|d) ago/, with: "AGE") }
         #expect(lines == [
-            "ID      NAME  CATEGORY  STATUS   WIFI     PROPS  UPDATED",
-            "a-bare                  unknown           0      AGE",
-            "lamp1   Lamp            online            3      AGE",
-            "plug2   Plug  gateway   offline  -71 dBm  0      AGE",
+            "ID      NAME  ROOM  CATEGORY  STATUS   WIFI     PROPS  UPDATED",
+            "a-bare                        unknown           0      AGE",
+            "lamp1   Lamp  hall            online            3      AGE",
+            "plug2   Plug  Hall  gateway   offline  -71 dBm  0      AGE",
             "3 devices",
         ])
+        // The room matches exactly: lamp1's "hall" is another room.
+        let hall = try await runCommand(thingAgentExecutable(), ["devices", "--db", path, "--room", "Hall"])
+        #expect(hall.status == 0, "\(hall.stderr)")
+        #expect(hall.stdout.split(separator: "\n").dropFirst().map { $0.split(separator: " ").first } == ["plug2", "1"],
+                "\(hall.stdout)")
+        let hallJSON = try await runCommand(thingAgentExecutable(), ["devices", "--db", path, "--room", "Hall", "--json"])
+        #expect(try JSONParser.parse(hallJSON.stdout).arrayValue?.map { $0["devId"] } == ["plug2"], "\(hallJSON.stdout)")
+        let nobody = try await runCommand(thingAgentExecutable(), ["devices", "--db", path, "--room", "Attic"])
+        #expect(nobody.status == 0)
+        #expect(nobody.stdout.hasSuffix("\n0 devices\n"), "\(nobody.stdout)")
         let offline = try await runCommand(thingAgentExecutable(), ["devices", "--db", path, "--offline"])
         #expect(offline.stdout.split(separator: "\n").dropFirst().first?.hasPrefix("plug2 ") == true, "\(offline.stdout)")
         #expect(offline.stdout.hasSuffix("\n1 device\n"))

@@ -66,6 +66,37 @@ struct SimulatorPlanTests {
         }
     }
 
+    /// A value set by request stays: the simulated hand at the device changes other settings now and then, never
+    /// one that was set (else a demo's `set` looked undone a few seconds later).
+    @Test func aSetValueIsKeptWhileOtherSettingsWander() throws {
+        var options = SimulatorOptions()
+        options.devices = 1
+        options.gateways = 0
+        options.seed = 7
+        let models = try BuiltinModels.load(directory: nil)
+        let plan = try #require(FleetPlan.make(options).first { $0.productId == BuiltinModels.light })
+        let model = try #require(models.model(for: plan.productId))
+        let device = VirtualDevice(plan: plan, model: model, topics: Topics(), seed: options.seed)
+        let request = JSONValue.object(["msgId": "s1", "time": .integer(t0), "data": ["bright_value": 500]])
+        let reaction = device.handle(.setProperties, payload: request.serializedBytes(), now: t0)
+        #expect(try JSONParser.parse(reaction.publications[0].payload)["code"] == 0)
+        var bright: [JSONValue] = []
+        var others: Set<String> = []
+        for tick in 1...2_000 {
+            guard let report = device.propertyReport(all: false, now: t0 + Int64(tick), seconds: 5) else { continue }
+            let data = try #require(try JSONParser.parse(report.payload)["data"]?.objectValue)
+            for (code, value) in data {
+                if code == "bright_value" { bright.append(value) } else if model.property(code)?.access == .rw {
+                    others.insert(code)
+                }
+            }
+        }
+        #expect(bright.isEmpty, "bright_value moved after the set: \(bright)")
+        #expect(!others.isEmpty, "no other setting ever changed: the test would prove nothing")
+        let all = try #require(device.propertyReport(all: true, now: t0 + 3_000))
+        #expect(try JSONParser.parse(all.payload)["data"]?["bright_value"] == 500)
+    }
+
     @Test func connectionsAreOnePerDeviceUpToTheLimitThenPooled() {
         var options = SimulatorOptions()
         options.devices = 10

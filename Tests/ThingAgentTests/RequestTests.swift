@@ -18,12 +18,50 @@ struct RequestTests {
         configuration.broker = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
         let agent = try Agent(configuration: configuration)
         let outcome = await agent.send(.getInfo, to: "d1")
-        #expect(outcome.result == .failure(.notSent(reason: "not connected to the broker")))
+        let notConnected = RequestError.notSent(reason: "not connected to the broker (waitUntilConnected waits for it)")
+        #expect(outcome.result == .failure(notConnected))
         #expect(outcome.msgId == nil)
         #expect(outcome.outcome == "notSent")
         #expect(agent.tracker.inFlight == 0)
-        await #expect(throws: RequestError.notSent(reason: "not connected to the broker")) {
+        await #expect(throws: notConnected) {
             try await agent.setProperties(deviceId: "d1", ["switch_1": true])
+        }
+    }
+
+    /// The library user's first minutes: `run()` in a task, then `waitUntilConnected`, then a request that works
+    /// at once; the wait fails clearly in time while the broker is away and passes again once it is back.
+    @Test(.timeLimit(.minutes(1)))
+    func waitUntilConnectedWaitsForTheSubscriptionsAndTheBroker() async throws {
+        var options = MosquittoBroker.Options()
+        options.persistence = true
+        try await withBroker(options) { broker in
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let agent = try Agent(configuration: AgentTests.configuration(broker, directory: directory))
+            await #expect(throws: RequestError.notSent(
+                reason: "not connected to the broker \(broker.url) within 0.05 s")) {
+                try await agent.waitUntilConnected(timeout: .milliseconds(50))
+            }
+            let running = Task { try await agent.run() }
+            defer { running.cancel() }
+            try await agent.waitUntilConnected(timeout: .seconds(10))
+            let device = try SimulatedDevice("lamp", brokerURL: broker.url)
+            try await device.connect()
+            let answering = try await device.answer("info/get") { _ in #""code":0,"data":{"name":"Lamp"}"# }
+            defer { answering.cancel() }
+            let outcome = await agent.send(.getInfo, to: "lamp", timeout: .seconds(5))
+            #expect(outcome.succeeded, "\(outcome)")
+
+            broker.kill()
+            try await waitUntil { agent.connectionState != .connected }
+            let early = Task { try await agent.waitUntilConnected(timeout: .seconds(20)) }
+            await #expect(throws: RequestError.self) { try await agent.waitUntilConnected(timeout: .milliseconds(100)) }
+            try await broker.restart()
+            try await early.value
+            #expect(agent.connectionState == .connected)
+            await device.disconnect()
+            running.cancel()
+            try await running.value
         }
     }
 

@@ -49,6 +49,8 @@ public final class Agent: Sendable {
     let client: MQTTClient
     /// Connects, losses and reconnects, logged and counted.
     let connectionLog: ConnectionLog
+    /// Open while connected and subscribed: what `waitUntilConnected` waits for.
+    private let readiness = ReadinessGate()
     /// Requests sent to devices, by kind and outcome, and their durations (the metrics).
     let requestMetrics = RequestMetrics()
     /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
@@ -229,10 +231,14 @@ public final class Agent: Sendable {
         let connectionLog = ConnectionLog(broker: configuration.broker, clientID: mqtt.clientID, logger: logger,
                                           quiet: role != .service || standIn)
         self.connectionLog = connectionLog
+        let readiness = readiness
         client = try MQTTClient(
             configuration: mqtt, streamMessages: false,
             onMessage: { message in ingestor.handle(message) },
-            onStateChange: { state, error in connectionLog.changed(state, error) })
+            onStateChange: { state, error in
+                connectionLog.changed(state, error)
+                readiness.connection(up: state == .connected)
+            })
         // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
         ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
     }
@@ -270,6 +276,7 @@ public final class Agent: Sendable {
         let filters = topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
         let activations = provisioning.map { _ in [(topics.activations, QoS.atLeastOnce)] } ?? []
         try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []) + activations)
+        readiness.subscribed()
         if role == .service, !isStandIn {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
             // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
@@ -411,6 +418,18 @@ public final class Agent: Sendable {
 
     // MARK: requests
 
+    /// Waits until the agent is connected to the broker and subscribed (at once when it is): `run()` starts the
+    /// connection in its own task, and a request sent before it is up fails as not sent. Throws `.notSent` when the
+    /// broker was not reachable within `timeout` (default `requestTimeout`), `.cancelled` when the task was.
+    public func waitUntilConnected(timeout: Duration? = nil) async throws(RequestError) {
+        let limit = timeout ?? configuration.requestTimeout
+        guard await readiness.wait(timeout: limit) else {
+            if Task.isCancelled { throw .cancelled }
+            throw .notSent(reason: "not connected to the broker \(configuration.broker) within "
+                           + "\(String(format: "%g", limit.seconds)) s")
+        }
+    }
+
     /// Sends a request to a device and waits for its answer: success returns it, a non-zero code is `.refused`.
     /// A device known to be offline fails at once unless `force` is set.
     public func request(_ kind: RequestKind, to deviceId: String, data: JSONValue? = nil,
@@ -433,7 +452,9 @@ public final class Agent: Sendable {
         let msgId: String
         do throws(RequestError) {
             try checkReachable(deviceId, force: force)
-            guard client.state == .connected else { throw .notSent(reason: "not connected to the broker") }
+            guard client.state == .connected else {
+                throw .notSent(reason: "not connected to the broker (waitUntilConnected waits for it)")
+            }
             msgId = try tracker.register(deviceId: deviceId, kind: kind)
         } catch {
             return ended(nil, .failure(error))

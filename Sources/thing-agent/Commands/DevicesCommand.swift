@@ -6,11 +6,12 @@ enum DevicesCommand: Command {
     static let spec = CommandSpec(
         name: "devices",
         summary: "list the cached devices",
-        usage: "thing-agent devices [--json] [--offline] [--gateway ID] [options]",
+        usage: "thing-agent devices [--json] [--offline] [--gateway ID] [--room R] [options]",
         options: [
             OptionSpec(name: "json", valueName: nil, help: "print a JSON array"),
             OptionSpec(name: "offline", valueName: nil, help: "only devices known to be offline"),
             OptionSpec(name: "gateway", valueName: "ID", help: "only the sub-devices of gateway ID"),
+            OptionSpec(name: "room", valueName: "R", help: "only the devices in room R (as set by edit --room; exact match)"),
         ] + CommonOptions.options)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -28,6 +29,8 @@ enum DevicesCommand: Command {
         }
         let configuration = try CommonOptions.configuration(arguments)
         let reader = try openCache(configuration)
+        let room = arguments.value("room")
+        if room?.isEmpty == true { throw CommandFailure(code: .usage, message: "--room needs a room name") }
         // Local names, rooms, icons (none in a cache file from before schema 3).
         let metadata = { (try? reader.allMetadata()) ?? [:] }
         if arguments.has("json") {
@@ -35,28 +38,31 @@ enum DevicesCommand: Command {
             if arguments.has("offline") { devices = devices.filter { $0.online == false } }
             if let gateway = arguments.value("gateway") { devices = devices.filter { $0.info.gatewayId == gateway } }
             let metadata = metadata()
+            if let room { devices = devices.filter { metadata[$0.id]?.room == room } }
             let now = Timestamp.current
             Format.printJSON(.array(devices.map { .object($0.json(now: now, metadata: metadata[$0.id])) }))
             return .success
         }
-        // The table needs seven columns, not whole snapshots.
+        // The table needs eight columns, not whole snapshots.
         var devices = try reader.listings()
         if arguments.has("offline") { devices = devices.filter { $0.online == false } }
         if let gateway = arguments.value("gateway") { devices = devices.filter { $0.gatewayId == gateway } }
-        let names = metadata()
+        let local = metadata()
+        if let room { devices = devices.filter { local[$0.id]?.room == room } }
         let now = Timestamp.current
         var cells: [String] = []
-        cells.reserveCapacity(devices.count * 7)
+        cells.reserveCapacity(devices.count * 8)
         for device in devices {
             cells.append(device.id)
-            cells.append(names[device.id]?.name ?? device.name ?? "")
+            cells.append(local[device.id]?.name ?? device.name ?? "")
+            cells.append(local[device.id]?.room ?? "")
             cells.append(device.category?.rawValue ?? "")
             cells.append(device.online.map { $0 ? "online" : "offline" } ?? "unknown")
             cells.append(device.wifiSignal.map { "\($0) dBm" } ?? "")
             cells.append(String(device.propertyCount))
             cells.append(Format.age(device.updatedAt, now: now))
         }
-        Console.out(escaped: Format.table(["ID", "NAME", "CATEGORY", "STATUS", "WIFI", "PROPS", "UPDATED"], cells: cells))
+        Console.out(escaped: Format.table(["ID", "NAME", "ROOM", "CATEGORY", "STATUS", "WIFI", "PROPS", "UPDATED"], cells: cells))
         Console.out("\(devices.count) device\(devices.count == 1 ? "" : "s")")
         return .success
     }

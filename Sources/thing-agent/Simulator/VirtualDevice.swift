@@ -22,6 +22,9 @@ final class VirtualDevice: Sendable {
         var generator: SeededGenerator
         /// In model order, so that reports read the same every run.
         var properties: [(code: String, value: JSONValue)] = []
+        /// Settings somebody set with a request: the device keeps them (nobody at the device changes them back at
+        /// random), so a set is not undone a few seconds later.
+        var kept: Set<String> = []
         var wifiSignal: Int?
         var gatewayId: String?
         var networks: [(ssid: String, rssi: Int, sec: Int)] = []
@@ -116,8 +119,10 @@ final class VirtualDevice: Sendable {
                     next = PropertyValues.drift(spec, state.properties[index].value, seconds: seconds,
                                                 using: &state.generator)
                 } else {
-                    // Now and then someone changes a setting at the device itself.
-                    next = state.generator.chance(0.05) ? PropertyValues.random(spec, using: &state.generator) : nil
+                    // Now and then someone changes a setting at the device itself, unless it was set by request.
+                    let changedByHand = state.generator.chance(0.05)
+                    next = changedByHand && !state.kept.contains(spec.code)
+                        ? PropertyValues.random(spec, using: &state.generator) : nil
                 }
                 if let next, next != state.properties[index].value {
                     state.properties[index].value = next
@@ -180,6 +185,7 @@ final class VirtualDevice: Sendable {
             }
             state.withLock { state in
                 for (code, value) in values {
+                    state.kept.insert(code)
                     if let index = state.properties.firstIndex(where: { $0.code == code }) {
                         state.properties[index].value = value
                     } else if model?.property(code)?.access != .wo {

@@ -8,6 +8,77 @@ import TestSupport
 /// the file read-only and gets every request done by the daemon.
 @Suite("AgentClient: a light client of the daemon", .serialized)
 struct AgentClientTests {
+    /// Every kind of event the daemon publishes reads back as the event a local listener got.
+    @Test func everyFeedEventReadsBackAsTheEventPublished() throws {
+        let now = t0 + 99
+        let image = FirmwareCatalog.Image(version: "1.5.0", url: "https://fw.example/1.5.0.bin", sha256: "")
+        let events: [DeviceEvent] = [
+            .propertiesChanged(deviceId: "d", changes: [
+                PropertyChange(code: "switch_1", value: true, time: t0, previous: false),
+                PropertyChange(code: "mode", value: "white", time: t0 + 1, previous: nil)]),
+            .statusChanged(deviceId: "d", online: false, time: t0),
+            .signalUpdated(deviceId: "d", wifiSignal: SignalReading(dBm: -61, time: t0), rsrp: nil),
+            .signalUpdated(deviceId: "d", wifiSignal: nil, rsrp: SignalReading(dBm: -95, time: t0 + 2)),
+            .infoChanged(deviceId: "d", info: DeviceInfo(devId: "d", fields: ["name": "Lamp", "firmwareVersion": "1.4.2"])),
+            .transferStatusChanged(deviceId: "gw2", info: TransferInfo(
+                sourceDeviceId: "gw2", targetDeviceId: "gw1", status: .deviceDataInit, time: t0, updatedAt: now)),
+            .offlineWarning(deviceId: "d", offlineSince: t0),
+            .backOnline(deviceId: "d", offlineSince: t0, away: 40_000),
+            .upgradeChanged(deviceId: "d", upgrade: OTAUpgrade(
+                deviceId: "d", fromVersion: "1.4.2", image: image, stage: .downloading, progress: 40, failedCode: "",
+                startedAt: t0, updatedAt: t0 + 5, reportTime: t0 + 5, endedAt: nil)),
+            .linkPropagated(deviceId: "d", propagation: LinkPropagation(
+                link: "hall", source: "d:switch_1", code: "switch_1", value: true, sent: ["e:switch_1"],
+                offline: ["f:switch_1"])),
+            .activated(deviceId: "d", pairing: "pair-1", gatewayId: nil),
+        ]
+        for event in events {
+            let published = JSONValue.object(EventPublisher.payload(event, now: now))
+            let read = DeviceEvent(feed: try JSONParser.parse(published.serializedBytes()))
+            #expect(read == event, "\(published.serialized())")
+        }
+        #expect(Set(events.map(\.kind.rawValue)).count == EventPublisher.kindNames.count)
+        #expect(DeviceEvent(feed: ["devId": "d", "event": "nosuch"]) == nil)
+        #expect(DeviceEvent(feed: ["devId": "d", "event": "status"]) == nil)
+    }
+
+    /// A client beside the daemon follows one device's events: only that device, only the kinds asked for.
+    @Test(.timeLimit(.minutes(1)))
+    func aClientFollowsOneDevicesEventsFromTheDaemonsFeed() async throws {
+        try await withBroker { broker in
+            try await AgentTests.withAgent(broker) { daemon, _ in
+                let client = try AgentClient(configuration: daemon.configuration)
+                try await client.connect()
+                let events = try await client.events(device: "lamp", kinds: [.properties, .status])
+                let lamp = try SimulatedDevice("lamp", brokerURL: broker.url)
+                try await lamp.connect()
+                let other = try SimulatedDevice("other", brokerURL: broker.url)
+                try await other.connect()
+                try await other.properties(#"{"switch_1":true}"#, time: t0)
+                try await lamp.signal(wifi: -50, time: t0)
+                try await lamp.status(true, time: t0)
+                try await lamp.properties(#"{"switch_1":true,"bright_value":500}"#, time: t0 + 1)
+                var seen: [DeviceEvent] = []
+                for await event in events {
+                    seen.append(event)
+                    if seen.count == 2 { break }
+                }
+                #expect(seen.first == .statusChanged(deviceId: "lamp", online: true, time: t0))
+                guard case .propertiesChanged(let id, let changes)? = seen.last else {
+                    Issue.record("expected the properties, got \(seen)")
+                    return
+                }
+                #expect(id == "lamp")
+                #expect(Dictionary(uniqueKeysWithValues: changes.map { ($0.code, $0.value) })
+                        == ["switch_1": true, "bright_value": 500])
+                await #expect(throws: AgentClientError.self) { _ = try await client.events(device: "a/+") }
+                await client.disconnect()
+                await lamp.disconnect()
+                await other.disconnect()
+            }
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func requestsGoThroughTheDaemonAndReadsComeFromTheFile() async throws {
         try await withBroker { broker in

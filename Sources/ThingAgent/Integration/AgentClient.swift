@@ -225,28 +225,40 @@ public final class AgentClient: Sendable {
     /// when the consuming task is cancelled or the client disconnects. Several streams may follow one gateway at
     /// once, each getting every change; the client unsubscribes from the gateway's feed when the last one ends.
     public func transferUpdates(gateway: String) async throws(AgentClientError) -> AsyncStream<TransferInfo> {
-        let topic = "\(configuration.eventsTopic)/\(gateway)/transfer"
-        let (stream, continuation) = AsyncStream<TransferInfo>.makeStream()
-        let token = routes.feed(topic) { message in
-            guard let event = try? JSONParser.parse(message.payload),
-                  let info = TransferInfo(json: event["data"], updatedAt: event["time"]?.int64Value ?? 0) else { return }
-            continuation.yield(info)
-        } finish: {
-            continuation.finish()
+        try await follow(["\(configuration.eventsTopic)/\(gateway)/transfer"]) { message in
+            guard let event = try? JSONParser.parse(message.payload) else { return nil }
+            return TransferInfo(json: event["data"], updatedAt: event["time"]?.int64Value ?? 0)
         }
+    }
+
+    /// What `decode` makes of every message on `topics`, from the moment this returns (the subscriptions are
+    /// acknowledged) until the consuming task is cancelled or the client disconnects. Each topic is subscribed
+    /// while any stream follows it and unsubscribed when the last one ends.
+    func follow<Element: Sendable>(_ topics: [String], decode: @escaping @Sendable (MQTTMessage) -> Element?)
+        async throws(AgentClientError) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream<Element>.makeStream()
         let (routes, client, subscriptions) = (self.routes, self.client, self.subscriptions)
+        let tokens = topics.map { topic in
+            routes.feed(topic) { message in
+                if let element = decode(message) { continuation.yield(element) }
+            } finish: {
+                continuation.finish()
+            }
+        }
         continuation.onTermination = { _ in
-            guard routes.unfeed(topic, token) else { return }
-            // In line with the subscribes, and decided when its turn comes: a follower that started meanwhile
-            // keeps the subscription.
-            subscriptions.enqueue {
-                guard !routes.isFed(topic) else { return }
-                try? await client.unsubscribe(topic)
+            for (topic, token) in zip(topics, tokens) {
+                guard routes.unfeed(topic, token) else { continue }
+                // In line with the subscribes, and decided when its turn comes: a follower that started meanwhile
+                // keeps the subscription.
+                subscriptions.enqueue {
+                    guard !routes.isFed(topic) else { return }
+                    try? await client.unsubscribe(topic)
+                }
             }
         }
         let subscribing = subscriptions.enqueue { () async -> MQTTError? in
             do throws(MQTTError) {
-                try await client.subscribe(topic, qos: .atLeastOnce)
+                try await client.subscribe(topics.map { ($0, QoS.atLeastOnce) })
                 return nil
             } catch {
                 return error

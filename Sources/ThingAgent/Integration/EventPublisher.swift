@@ -10,19 +10,15 @@ import Synchronization
 /// for an acknowledgement, for feeds that are only live news.
 enum EventPublisher {
     /// The topic level naming each kind of event.
+    static let kindNames: [(kind: DeviceEventKinds, name: String)] = [
+        (.properties, "properties"), (.status, "status"), (.signal, "signal"), (.info, "info"),
+        (.transfer, "transfer"), (.offlineWarning, "offline"), (.backOnline, "online"), (.ota, "ota"),
+        (.link, "link"), (.activated, "activated"),
+    ]
+
     static func kindName(_ event: DeviceEvent) -> String {
-        switch event {
-        case .propertiesChanged: "properties"
-        case .statusChanged: "status"
-        case .signalUpdated: "signal"
-        case .infoChanged: "info"
-        case .transferStatusChanged: "transfer"
-        case .offlineWarning: "offline"
-        case .backOnline: "online"
-        case .upgradeChanged: "ota"
-        case .linkPropagated: "link"
-        case .activated: "activated"
-        }
+        let kind = event.kind
+        return kindNames.first { $0.kind == kind }!.name
     }
 
     /// The event as published: `{"devId","event","time",...}` with the kind's own fields.

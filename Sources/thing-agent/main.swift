@@ -1,16 +1,7 @@
 import Foundation
 import ThingAgent
 
-/// The subcommands, in the order `--help` lists them.
-let commands: [any Command.Type] = [
-    RunCommand.self, InfoCommand.self, DevicesCommand.self, WatchCommand.self, SetCommand.self, SceneCommand.self,
-    GatewaysCommand.self, TransferCommand.self, FirmwareCommand.self, OTACommand.self, WifiScanCommand.self,
-    SimulateCommand.self,
-    DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, LinkCommand.self, NetworkCommand.self,
-    PairCommand.self,
-    StatsCommand.self,
-    VersionCommand.self,
-]
+let commands = CommandList.all
 
 @MainActor
 func topLevelHelp() -> String {

@@ -25,11 +25,13 @@ public struct ProcessResult: Sendable {
 }
 
 /// Runs a command to completion (killed after `timeout`), capturing its output.
+/// `directory`: the working directory (default: the test process's).
 public func runCommand(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                       timeout: Duration = .seconds(30)) async throws -> ProcessResult {
+                       timeout: Duration = .seconds(30), directory: String? = nil) async throws -> ProcessResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
     let directory = try makeTemporaryDirectory("thing-agent-run")
     defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -74,10 +76,11 @@ public final class DaemonProcess: @unchecked Sendable {
     public let logPath: String
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                logPath: String) throws {
+                logPath: String, directory: String? = nil) throws {
         process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         self.logPath = logPath
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)

@@ -6,6 +6,14 @@ import TestSupport
 
 @Suite("Wi-Fi scan", .serialized)
 struct WifiScanTests {
+    @Test func securityCodesHaveNames() {
+        #expect(WifiNetwork(ssid: "a", rssi: -50, security: 0).securityName == "open")
+        #expect(WifiNetwork(ssid: "a", rssi: -50, security: 3).securityName == "WPA2-PSK")
+        #expect(WifiNetwork(ssid: "a", rssi: -50, security: 7).securityName == "WPA2/WPA3-PSK")
+        #expect(WifiNetwork(ssid: "a", rssi: -50, security: 42).securityName == "code 42")
+        #expect(WifiNetwork(ssid: "a", rssi: -50).securityName == nil)
+    }
+
     @Test func qualityBands() {
         #expect(SignalQuality(dBm: -30) == .excellent)
         #expect(SignalQuality(dBm: -50) == .excellent)

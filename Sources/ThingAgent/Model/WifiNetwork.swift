@@ -8,6 +8,14 @@ public struct WifiNetwork: Sendable, Equatable {
     /// The device's security type code (`sec`), when it reported one.
     public var security: Int?
 
+    /// The security code in words, after the authentication modes of the common Wi-Fi modules (0 open, 1 WEP,
+    /// 2 WPA-PSK, 3 WPA2-PSK, 4 WPA/WPA2-PSK, 5 WPA2-Enterprise, 6 WPA3-PSK, 7 WPA2/WPA3-PSK); nil without a code.
+    public var securityName: String? {
+        guard let security else { return nil }
+        let names = ["open", "WEP", "WPA-PSK", "WPA2-PSK", "WPA/WPA2-PSK", "WPA2-Enterprise", "WPA3-PSK", "WPA2/WPA3-PSK"]
+        return names.indices.contains(security) ? names[security] : "code \(security)"
+    }
+
     public init(ssid: String, rssi: Int, security: Int? = nil) {
         self.ssid = ssid
         self.rssi = rssi

@@ -258,6 +258,9 @@ public struct AgentConfiguration: Sendable, Equatable {
         }),
     ]
 
+    /// Every key of the config file with the environment variable that sets it (the man page lists them).
+    public static var environmentVariables: [(key: String, variable: String)] { keys.map { ($0.key, $0.env) } }
+
     /// Applies a JSON config file. Unknown keys and wrong types are errors that name the key.
     public mutating func apply(file path: String) throws(Error) {
         guard let data = FileManager.default.contents(atPath: path) else {

@@ -16,6 +16,8 @@ struct CommandSpec: Sendable {
     let options: [OptionSpec]
     /// Extra help text after the options (exit codes, examples).
     var discussion = ""
+    /// The words that may follow the command's name (`scene list`, `group create`): what shell completion offers.
+    var actions: [String] = []
 }
 
 struct ParsedArguments: Sendable {

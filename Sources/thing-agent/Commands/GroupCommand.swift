@@ -15,7 +15,8 @@ enum GroupCommand: Command {
         discussion: """
             Groups live in the cache file (device_groups, group_members); devices must be in the cache. While the
             daemon runs, changes go to it (its API's group method); without a daemon the command writes the file.
-            """)
+            """,
+        actions: ["list", "create", "delete", "add", "remove"])
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let words = arguments.positionals
@@ -82,7 +83,8 @@ enum NetworkCommand: Command {
             Kept in the cache file (backup_networks); the device must be in the cache. The file is created 0600
             (only its owner reads it), since it holds these passwords in plain text. While the daemon runs,
             changes go to it (its API's network method); without a daemon the command writes the file.
-            """)
+            """,
+        actions: ["list", "add", "remove"])
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let words = arguments.positionals

@@ -22,7 +22,8 @@ enum LinkCommand: Command {
             links method) and take effect at once; without a daemon the command writes the file.
 
 
-            """ + ExitCode.table)
+            """ + ExitCode.table,
+        actions: ["create", "list", "delete"])
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         let words = arguments.positionals

@@ -26,7 +26,8 @@ enum PairCommand: Command {
             once. `pair list` reads the cache file: pending, used, expired and revoked pairings. `pair revoke` takes the
             token or the pairing's user name (pair-…) as `pair list` shows it.
 
-            """ + ExitCode.table)
+            """ + ExitCode.table,
+        actions: ["list", "revoke"])
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         var configuration = try CommonOptions.configuration(arguments)

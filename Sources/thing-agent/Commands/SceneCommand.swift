@@ -33,7 +33,8 @@ enum SceneCommand: Command {
             With --scenes FILE, 'list' and 'run' use that file alone.
 
 
-            """ + ExitCode.table)
+            """ + ExitCode.table,
+        actions: ["list", "run", "create", "update", "delete"])
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
         var configuration = try CommonOptions.configuration(arguments)

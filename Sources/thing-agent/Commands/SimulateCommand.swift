@@ -7,7 +7,8 @@ enum SimulateCommand: Command {
         name: "simulate",
         summary: "run virtual devices, gateways and sub-devices on the broker (for demos, tests, benchmarks)",
         usage: """
-            thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--seed N] [--duration S] [--provision]             [options]
+            thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--seed N] [--duration S]
+              [--provision [--credentials FILE]] [options]
             """,
         options: [
             OptionSpec(name: "devices", valueName: "N", help: "plain Wi-Fi devices (lights; default 10)"),
@@ -28,6 +29,8 @@ enum SimulateCommand: Command {
                        help: "broker connections at most, up to 300; devices beyond share pooled ones (default 250)"),
             OptionSpec(name: "provision", valueName: nil,
                        help: "start unpaired: each device pairs through the daemon and activates (gateways their sub-devices)"),
+            OptionSpec(name: "credentials", valueName: "FILE",
+                       help: "with --provision: keep what the activations gave in FILE, and connect with it next time"),
         ] + CommonOptions.options,
         discussion: """
             Every device publishes its retained status (online, with a time; its will is the offline form
@@ -73,6 +76,9 @@ enum SimulateCommand: Command {
             throw CommandFailure(code: .usage, message: "\(error)")
         }
         var credentials: [String: DeviceCredentials] = [:]
+        if arguments.value("credentials") != nil, !arguments.has("provision") {
+            throw CommandFailure(code: .usage, message: "--credentials goes with --provision")
+        }
         if arguments.has("provision") {
             let plans = FleetPlan.make(options)
             guard ConnectionPlan(plans, maxConnections: options.maxConnections).pooledDevices == 0 else {
@@ -80,9 +86,12 @@ enum SimulateCommand: Command {
                     --provision gives every device and gateway a connection of its own: at most --max-connections                     (\(options.maxConnections)) of them
                     """)
             }
+            var kept = try arguments.value("credentials").map(KeptCredentials.init(path:)) ?? KeptCredentials()
+            let before = plans.filter { kept.has($0.id) }.count
             credentials = try await SimulatedPairing(configuration: configuration, daemon: configuration.clientID)
-                .activate(plans)
-            Console.out("simulate: \(plans.count) devices paired and activated through the daemon \(configuration.clientID)")
+                .activate(plans, kept: &kept)
+            Console.out("simulate: \(plans.count - before) devices paired and activated through the daemon "
+                        + "\(configuration.clientID)" + (before > 0 ? ", \(before) with the credentials they kept" : ""))
         }
         let simulator: Simulator
         do {

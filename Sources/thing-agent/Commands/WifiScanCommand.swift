@@ -31,9 +31,9 @@ enum WifiScanCommand: Command {
         }
         let rows = networks.map { network -> [String] in
             [network.ssid, "\(network.rssi) dBm", Format.bars(network.rssi) + " " + network.quality.rawValue,
-             network.security.map(String.init) ?? ""]
+             network.securityName ?? ""]
         }
-        Console.out(Format.table(["SSID", "SIGNAL", "QUALITY", "SEC"], rows))
+        Console.out(Format.table(["SSID", "SIGNAL", "QUALITY", "SECURITY"], rows))
         Console.out("\(networks.count) network\(networks.count == 1 ? "" : "s") seen by \(device)")
         return .success
     }

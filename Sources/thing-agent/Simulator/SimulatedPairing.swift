@@ -18,10 +18,12 @@ struct SimulatedPairing {
 
     var topics: Topics { configuration.topics }
 
-    /// The credentials of every device with a connection of its own (sub-devices ride on their gateway's).
-    func activate(_ plans: [DevicePlan]) async throws -> [String: DeviceCredentials] {
-        var credentials: [String: DeviceCredentials] = [:]
-        for plan in plans where plan.category != .subdevice {
+    /// The credentials of every device with a connection of its own (sub-devices ride on their gateway's), each
+    /// activated unless `kept` already has it (a device keeps what its activation gave it, across restarts).
+    /// `kept` gains every device activated here, sub-devices included (with no credentials of their own).
+    func activate(_ plans: [DevicePlan], kept: inout KeptCredentials) async throws -> [String: DeviceCredentials] {
+        var credentials = kept.credentials
+        for plan in plans where plan.category != .subdevice && !kept.has(plan.id) {
             let made = try await pairing(JSONObject([("spaceId", .integer(plan.spaceId))]))
             var mqtt = Simulator.mqtt(configuration, clientID: made.username, will: nil)
             mqtt.username = made.username
@@ -31,14 +33,16 @@ struct SimulatedPairing {
                 throw CommandFailure(code: .failure, message: "the activation of \(plan.id) carried no credentials")
             }
             credentials[plan.id] = DeviceCredentials(username: user, password: password)
+            try kept.add(plan.id, credentials[plan.id])
         }
-        for plan in plans where plan.category == .subdevice {
+        for plan in plans where plan.category == .subdevice && !kept.has(plan.id) {
             guard let gateway = plan.gatewayId, let own = credentials[gateway] else { continue }
             let made = try await pairing(JSONObject([("spaceId", .integer(plan.spaceId)), ("gatewayId", .string(gateway))]))
             var mqtt = Simulator.mqtt(configuration, clientID: own.username, will: nil)
             mqtt.username = own.username
             mqtt.password = own.password
             _ = try await exchange(mqtt, pairing: made.username, token: made.token, plan)
+            try kept.add(plan.id, nil)
         }
         return credentials
     }

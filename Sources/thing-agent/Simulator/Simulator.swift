@@ -92,7 +92,9 @@ final class Simulator: Sendable {
                 while let timeIsUp = await fleet.next(), !timeIsUp {}
                 fleet.cancelAll()
             }
-            await stop()
+            // Outside the run's cancellation (SIGINT, SIGTERM), else every goodbye publish gives up at once;
+            // bounded, for a broker that is gone.
+            await Task { await withTimeout(.seconds(5)) { await self.stop() } }.value
             group.cancelAll()
         }
     }

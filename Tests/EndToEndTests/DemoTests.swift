@@ -1,0 +1,133 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+/// The README's demo as a new user meets it: `scripts/demo` (what `scripts/run` runs after building) with the
+/// shipped Config/agent.json, its own mosquitto with the dynamic-security plugin, and the simulated fleet; the
+/// commands of the README's demo from a shell that sourced data/demo.env; the embedding example against it; a stop
+/// that ends the fleet before the broker, and a second start that finds everything again.
+@Suite("The demo", .serialized)
+struct DemoTests {
+    /// A directory like a checkout (Config/ as shipped), where the demo makes its data/.
+    final class Demo: Sendable {
+        let directory: String
+        let port: Int
+        let metricsPort: Int
+
+        init() throws {
+            directory = try makeTemporaryDirectory("thing-agent-demo")
+            // mosquitto, started as root, drops to its own user: it must reach data/mosquitto/ under here.
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory)
+            try FileManager.default.createSymbolicLink(atPath: directory + "/Config",
+                                                       withDestinationPath: repositoryRoot() + "/Config")
+            port = try freeLoopbackPort()
+            metricsPort = try freeLoopbackPort()
+        }
+
+        /// Started as from a shell: the test process's threads block most signals, and a child inherits that mask,
+        /// so perl clears it first (else the script's trap never sees the SIGTERM that stops it).
+        func start(log: String) throws -> DaemonProcess {
+            try DaemonProcess("/usr/bin/perl", [
+                "-MPOSIX", "-e", "sigprocmask(SIG_SETMASK, POSIX::SigSet->new) or die; exec @ARGV or die",
+                repositoryRoot() + "/scripts/demo", thingAgentExecutable(),
+            ], environment: [
+                "THING_AGENT_DEMO_PORT": "\(port)", "THING_AGENT_METRICS": "127.0.0.1:\(metricsPort)",
+            ], logPath: directory + "/" + log, directory: directory)
+        }
+
+        /// A command line run as the README says: in the demo's directory, after `. data/demo.env`.
+        func shell(_ command: String, timeout: Duration = .seconds(60)) async throws -> ProcessResult {
+            try await runCommand("/bin/bash", ["-c", ". data/demo.env && " + command], timeout: timeout,
+                                 directory: directory)
+        }
+
+        func file(_ path: String) -> String {
+            (try? String(contentsOfFile: directory + "/" + path, encoding: .utf8)) ?? ""
+        }
+
+        /// The devices `devices --json` lists as online.
+        func online() async -> Set<String> {
+            guard let result = try? await shell("thing-agent devices --json"), result.status == 0,
+                  let list = (try? JSONParser.parse(result.stdout))?.arrayValue else { return [] }
+            return Set(list.filter { $0["online"] == true }.compactMap { $0["devId"]?.stringValue })
+        }
+
+        func stop(_ demo: DaemonProcess) async throws {
+            demo.signal(SIGTERM)
+            let status = await demo.waitForExit(timeout: DaemonProcess.hangBound)
+            #expect(status == 0, "\(demo.log)")
+        }
+
+        deinit {
+            releaseLoopbackPort(port)
+            releaseLoopbackPort(metricsPort)
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(5)))
+    func theReadmesDemoWorksStopsInOrderAndStartsAgain() async throws {
+        let demo = try Demo()
+        let first = try demo.start(log: "demo.out")
+        defer { first.signal(SIGKILL) }
+        try await waitUntil(timeout: .seconds(120)) { await demo.online().count == 28 }
+        #expect(demo.file("data/simulate.log").contains("28 devices paired and activated through the daemon"))
+        #expect(demo.file("data/demo.env").contains("/Config/agent.json\n"), "\(demo.file("data/demo.env"))")
+
+        // The README's demo commands, with no --db and no credentials on the command line.
+        let edit = try await demo.shell("thing-agent edit dev-0dd7-01 --name 'Kitchen light' --room Kitchen")
+        #expect(edit.status == 0, "\(edit.stderr)")
+        let kitchen = try await demo.shell("thing-agent devices --room Kitchen")
+        #expect(kitchen.status == 0, "\(kitchen.stderr)")
+        #expect(kitchen.stdout.split(separator: "\n").dropFirst().first?.hasPrefix("dev-0dd7-01  Kitchen light  Kitchen ")
+                == true, "\(kitchen.stdout)")
+        let set = try await demo.shell("thing-agent set dev-0dd7-01 bright_value=500")
+        #expect(set.status == 0, "\(set.stderr)")
+        // The device answers, then reports the value it now has (and keeps it).
+        try await waitUntil(timeout: .seconds(10)) {
+            guard let info = try? await demo.shell("thing-agent info dev-0dd7-01 --json") else { return false }
+            return (try? JSONParser.parse(info.stdout))?["properties"]?["bright_value"] == 500
+        }
+        // The shipped firmware catalog is loaded: every light is behind its latest version.
+        let firmware = try await demo.shell("thing-agent firmware --outdated --json")
+        #expect(firmware.status == 0, "\(firmware.stderr)")
+        let catalog = try JSONParser.parse(Array(try Data(contentsOf: URL(
+            fileURLWithPath: repositoryRoot() + "/Config/firmware.json"))))
+        let latest = try #require(catalog["p-light-1"]?["version"]?.stringValue)
+        #expect(firmware.stdout.contains(latest), "\(firmware.stdout)")
+        // Provisioning is on: pair gives a token and bootstrap credentials.
+        let pair = try await demo.shell("thing-agent pair --product p-light-1 --json")
+        #expect(pair.status == 0, "\(pair.stderr)")
+        #expect(try JSONParser.parse(pair.stdout)["token"]?.stringValue?.isEmpty == false, "\(pair.stdout)")
+
+        // The embedding example, built by scripts/test before the suite, runs green against the demo.
+        let example = repositoryRoot() + "/Examples/embed/.build/debug/fleet-dashboard"
+        #expect(FileManager.default.isExecutableFile(atPath: example), "scripts/test builds \(example)")
+        let embedded = try await demo.shell("'\(example)' '\(demo.directory)/dashboard.sqlite' dev-0dd7-02 1")
+        #expect(embedded.status == 0, "\(embedded.stdout)\(embedded.stderr)")
+        #expect(embedded.stdout.contains("dev-0dd7-02: switched on"), "\(embedded.stdout)")
+
+        // The stop: the fleet says goodbye while the broker is still there, the broker goes last and saves.
+        try await demo.stop(first)
+        let simulate = demo.file("data/simulate.log")
+        #expect(simulate.contains("simulate: stopped; 0 devices online"), "\(simulate)")
+        let broker = demo.file("data/mosquitto/mosquitto.log")
+        let agentGone = try #require(broker.range(of: "Client thing-agent disconnected"), "\(broker)")
+        let brokerGone = try #require(broker.range(of: "terminating"))
+        #expect(agentGone.upperBound < brokerGone.lowerBound)
+        #expect(FileManager.default.fileExists(atPath: demo.directory + "/data/mosquitto/mosquitto.db"))
+
+        // A second start: the devices connect with the credentials they kept, and the local edit is still there.
+        let second = try demo.start(log: "demo-2.out")
+        defer { second.signal(SIGKILL) }
+        try await waitUntil(timeout: .seconds(60)) { second.log.contains("thing-agent is running") }
+        let cached = try await demo.shell("thing-agent devices --room Kitchen")
+        #expect(cached.stdout.contains("dev-0dd7-01"), "readable at once, before any device spoke: \(cached.stdout)")
+        try await waitUntil(timeout: .seconds(120)) {
+            demo.file("data/simulate.log").contains("28 with the credentials they kept")
+        }
+        try await waitUntil(timeout: .seconds(60)) { await demo.online().count == 28 }
+        try await demo.stop(second)
+    }
+}

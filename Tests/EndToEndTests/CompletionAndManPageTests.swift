@@ -50,7 +50,7 @@ struct CompletionAndManPageTests {
         let groff = try await runCommand("/usr/bin/groff", ["-man", "-ww", "-z", directory + "/thing-agent.1"])
         #expect(groff.status == 0 && groff.stderr.isEmpty, "\(groff.stderr)")
         let help = try await runCommand(thingAgentExecutable(), ["--help"])
-        let commands = help.stdout.split(separator: "\n").drop { $0 != "Commands:" }.dropFirst()
+        let commands = help.stdout.split(separator: "\n", omittingEmptySubsequences: false).drop { $0 != "Commands:" }.dropFirst()
             .prefix { !$0.isEmpty }.compactMap { $0.split(separator: " ").first.map(String.init) }
         #expect(commands.count > 20)
         let rendered = try await runCommand("/usr/bin/man", ["-l", directory + "/thing-agent.1"],

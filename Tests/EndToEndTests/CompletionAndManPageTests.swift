@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+@testable import thing_agent
 
 /// The shell completions and the man page, made from the commands' own help, as the shells and man read them.
 @Suite("Completion and man page")
@@ -39,6 +40,16 @@ struct CompletionAndManPageTests {
         #expect(script.stdout.hasPrefix("#compdef thing-agent\n"))
         #expect(script.stdout.contains("'--room[only the devices in room R"))
         #expect(try await runCommand(thingAgentExecutable(), ["completion", "fish"]).status == 2)
+    }
+
+    /// The help texts the completions and the man page are made from: no stray blank lines, and a short request's
+    /// time is "<1 ms", never "0 ms".
+    @Test func helpTextsHaveNoStrayBlankLines() async throws {
+        for command in CommandList.all {
+            #expect(!command.spec.help.contains("\n\n\n"), "\(command.spec.name) --help has a double blank line")
+        }
+        #expect(Format.milliseconds(0) == "<1 ms")
+        #expect(Format.milliseconds(12) == "12 ms")
     }
 
     @Test func theManPageRendersWithoutWarningsAndNamesEveryCommand() async throws {

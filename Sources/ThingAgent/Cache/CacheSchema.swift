@@ -205,6 +205,22 @@ enum CacheSchema {
             INSERT OR IGNORE INTO broker_grants (kind, name, created_at)
                 SELECT 'role', 'pairing-' || username, created_at FROM pairings;
             """),
+        // The primary key's columns first: SQLite 3.40's integrity_check reports a WITHOUT ROWID table's NOT NULL
+        // column that sits between key columns as NULL ("NULL value in link_members.position") though it is not.
+        Migration(version: 9, name: "link members, key columns first", sql: """
+            CREATE TABLE link_members_keyed (
+                link     TEXT NOT NULL REFERENCES device_links(name) ON DELETE CASCADE,
+                dev_id   TEXT NOT NULL,
+                code     TEXT NOT NULL,
+                position INTEGER NOT NULL,
+                PRIMARY KEY (link, dev_id, code)
+            ) WITHOUT ROWID;
+            INSERT INTO link_members_keyed (link, dev_id, code, position)
+                SELECT link, dev_id, code, position FROM link_members;
+            DROP TABLE link_members;
+            ALTER TABLE link_members_keyed RENAME TO link_members;
+            CREATE INDEX link_members_by_device ON link_members(dev_id);
+            """),
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).

@@ -27,7 +27,7 @@ enum ExitCode: Int32 {
           4  refused by the device
           5  no answer in time
           6  no broker (cannot connect, or the request could not be sent)
-          7  device offline; nothing was sent (--force sends anyway)
+          7  device offline; nothing was sent (a command with --force sends anyway)
         """
 }
 

@@ -4,6 +4,11 @@ import ThingAgent
 
 /// Small text helpers shared by the commands' human-readable output.
 enum Format {
+    /// How long a request took, in whole milliseconds; under one millisecond is "<1 ms", not "0 ms".
+    static func milliseconds(_ milliseconds: Int64) -> String {
+        milliseconds < 1 ? "<1 ms" : "\(milliseconds) ms"
+    }
+
     static func age(_ millis: Millis, now: Millis) -> String {
         let seconds = max(0, (now - millis) / 1000)
         switch seconds {

@@ -21,7 +21,6 @@ enum LinkCommand: Command {
             refused (exit 3). Links live in the cache file; while the daemon runs, changes go to it (its API's
             links method) and take effect at once; without a daemon the command writes the file.
 
-
             """ + ExitCode.table,
         actions: ["create", "list", "delete"])
 

@@ -190,11 +190,11 @@ enum SceneCommand: Command {
         Console.out("scene \(report.scene): " + (report.succeeded
             ? "all \(total) action\(total == 1 ? "" : "s") applied"
             : "\(report.failedCount) of \(total) action\(total == 1 ? "" : "s") failed")
-            + " (\(report.elapsed.wholeMilliseconds) ms)")
+            + " (\(Format.milliseconds(report.elapsed.wholeMilliseconds)))")
         let rows = report.actions.map { entry -> [String] in
             let outcome = entry.outcome
             let detail = outcome.succeeded ? Format.assignments(entry.action.properties) : (outcome.error?.commandLineDescription ?? "")
-            return [outcome.deviceId, outcome.outcome, outcome.msgId ?? "-", "\(outcome.elapsed.wholeMilliseconds) ms", detail]
+            return [outcome.deviceId, outcome.outcome, outcome.msgId ?? "-", Format.milliseconds(outcome.elapsed.wholeMilliseconds), detail]
         }
         Console.out(Format.table(["DEVICE", "OUTCOME", "MSGID", "TIME", "DETAIL"], rows)
             .split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))

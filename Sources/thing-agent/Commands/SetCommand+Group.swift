@@ -48,7 +48,7 @@ extension SetCommand {
         let rows = outcomes.map { outcome -> [String] in
             let word = outcome["outcome"]?.stringValue ?? "?"
             return [outcome["device"]?.stringValue ?? "?", word, outcome["msgId"]?.stringValue ?? "-",
-                    "\(outcome["elapsedMs"]?.int64Value ?? 0) ms",
+                    Format.milliseconds(outcome["elapsedMs"]?.int64Value ?? 0),
                     word == "success" ? "" : outcome["message"]?.stringValue ?? ""]
         }
         if !rows.isEmpty {

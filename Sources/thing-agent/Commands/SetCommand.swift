@@ -88,7 +88,7 @@ enum SetCommand: Command {
             Format.printJSON(.object(object))
         } else if outcome.succeeded {
             Console.out("\(outcome.deviceId): applied \(Format.assignments(values)) "
-                + "(msgId \(outcome.msgId ?? "?"), \(outcome.elapsed.wholeMilliseconds) ms)")
+                + "(msgId \(outcome.msgId ?? "?"), \(Format.milliseconds(outcome.elapsed.wholeMilliseconds)))")
         } else if let error = outcome.error {
             Console.error(error.commandLineDescription)
         }

@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// A service that embeds ThingAgent, depending on the project by path (README, "The library").
+// A service that embeds ThingAgent, depending on the project by path (docs/library.md).
 let package = Package(
     name: "fleet-dashboard",
     platforms: [.macOS(.v15)],

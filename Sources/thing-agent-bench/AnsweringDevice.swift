@@ -2,7 +2,7 @@ import Foundation
 import JSON
 import MQTT
 
-/// A device that answers every property set with code 0, as PROTOCOL.md has it answer.
+/// A device that answers every property set with code 0, as docs/protocol.md has it answer.
 final class AnsweringDevice: Sendable {
     let id: String
     private let client: MQTTClient

@@ -25,7 +25,7 @@ struct Publisher {
     }
 }
 
-/// Property reports in PROTOCOL.md's shape, `devices` devices round robin, times increasing.
+/// Property reports in docs/protocol.md's shape, `devices` devices round robin, times increasing.
 func propertyReports(count: Int, devices: Int, root: String = "things") -> [(topic: String, payload: [UInt8])] {
     let base: Int64 = 1_764_450_000_000
     return (0..<count).map { n in

@@ -2,9 +2,9 @@ import Foundation
 import TestSupport
 
 /// The messages of the hostile-input test: a corpus whose every message has a known outcome, and a seeded
-/// generator of random and mutated ones (PROTOCOL.md's examples, bent) whose outcome is not known in advance.
+/// generator of random and mutated ones (docs/protocol.md's examples, bent) whose outcome is not known in advance.
 enum HostileCorpus {
-    /// PROTOCOL.md's rule for a device id.
+    /// docs/protocol.md's rule for a device id.
     static func isValidDeviceID(_ id: String) -> Bool {
         (1...64).contains(id.utf8.count) && id.unicodeScalars.allSatisfy {
             $0.isASCII && (CharacterSet.alphanumerics.contains($0) || ".:_-".unicodeScalars.contains($0))
@@ -37,7 +37,7 @@ enum HostileCorpus {
     /// Device ids that libmosquitto refuses to put in a topic (MQTT forbids control characters).
     static let controlCharacterIDs = ["a\u{01}b", "a\tb", "a\u{7F}b", "a\u{85}b", "\u{1B}[31mred"]
 
-    /// Device ids that break PROTOCOL.md's rule yet make a valid MQTT topic level (`+`, `#` and `/` cannot:
+    /// Device ids that break docs/protocol.md's rule yet make a valid MQTT topic level (`+`, `#` and `/` cannot:
     /// they are wildcards or level separators).
     static let invalidIDs = [
         "bad id", " ", String(repeating: "a", count: 65), String(repeating: "x", count: 1000), "dév", "😀", "", "$SYS",
@@ -171,7 +171,7 @@ enum HostileCorpus {
 
     // MARK: random and mutated messages
 
-    /// PROTOCOL.md's examples, by topic kind: the seeds that mutations start from.
+    /// docs/protocol.md's examples, by topic kind: the seeds that mutations start from.
     static let seeds: [String: [String]] = [
         "properties": [
             #"{"msgId":"45lkj3551234","time":1764450000000,"data":{"switch_1":{"value":true,"time":1764450000000},"bright_value":{"value":800,"time":1764450000000},"mode":"white"}}"#,

@@ -6,7 +6,7 @@ import TestSupport
 /// `thing-agent set`: the real executable against a real broker, one exit code per outcome.
 @Suite("thing-agent set against a real broker", .serialized)
 struct SetCommandTests {
-    /// PROTOCOL.md's example model, written where `--models` can find it.
+    /// docs/protocol.md's example model, written where `--models` can find it.
     static func writeLightModel(in directory: String) throws -> String {
         let models = directory + "/models"
         try FileManager.default.createDirectory(atPath: models, withIntermediateDirectories: true)

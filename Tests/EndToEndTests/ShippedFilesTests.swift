@@ -89,8 +89,8 @@ struct ShippedFilesTests {
             }
         }
         #expect(checked > 5, "the README and docs link each other")
-        #expect(MarkdownLinks.targets(in: "see [x](../shared/PROTOCOL.md) and [y](docs/a.md#b)")
-                == ["../shared/PROTOCOL.md", "docs/a.md#b"])
+        #expect(MarkdownLinks.targets(in: "see [x](../shared/docs/protocol.md) and [y](docs/a.md#b)")
+                == ["../shared/docs/protocol.md", "docs/a.md#b"])
     }
 }
 

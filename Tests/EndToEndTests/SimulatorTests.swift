@@ -54,7 +54,7 @@ struct SimulatorTests {
                 let properties = agent.cache.device(light)?.properties
                 return properties?["bright_value"]?.value == 500 && properties?["mode"]?.value == "scene"
             }
-            // Sets the model refuses, with PROTOCOL.md's codes; nothing changes.
+            // Sets the model refuses, with docs/protocol.md's codes; nothing changes.
             let refusals: [(JSONObject, Int)] = [
                 (["bright_value": 5000], 1005), (["mode": "disco"], 1005), (["label": .string(String(repeating: "x", count: 40))], 1005),
                 (["nosuch": 1], 1004), (["temp_current": 300], 1004), (["bright_value": "high"], 1003), (["switch_1": 1], 1003),

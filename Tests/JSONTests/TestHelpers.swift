@@ -32,7 +32,7 @@ func parseError(_ text: String, maxDepth: Int = JSONParser.defaultMaxDepth) -> J
     parseError(Array(text.utf8), maxDepth: maxDepth)
 }
 
-/// The payloads of the device protocol (PROTOCOL.md), used as round-trip and mutation seeds.
+/// The payloads of the device protocol (docs/protocol.md), used as round-trip and mutation seeds.
 let protocolPayloads: [String] = [
     #"{"msgId":"45lkj3551234","time":1764450000000,"data":{"switch_1":{"value":true,"time":1764450000000},"bright_value":{"value":800,"time":1764450000000},"mode":"white"}}"#,
     #"{"time":1764450000000,"status":"online"}"#,

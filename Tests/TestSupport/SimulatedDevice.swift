@@ -1,10 +1,10 @@
 import Foundation
 import MQTT
 
-/// Milliseconds for test payloads: a fixed base (PROTOCOL.md's example time) so tests read clearly.
+/// Milliseconds for test payloads: a fixed base (docs/protocol.md's example time) so tests read clearly.
 public let t0: Int64 = 1_764_450_000_000
 
-/// A device on the test broker: publishes PROTOCOL.md payloads under `things/<id>/thing/...` and can answer requests.
+/// A device on the test broker: publishes docs/protocol.md payloads under `things/<id>/thing/...` and can answer requests.
 public final class SimulatedDevice: Sendable {
     public let id: String
     public let root: String

@@ -27,6 +27,38 @@ struct AgentTests {
         try await agent.whileRunning { agent in try await body(agent, directory) }
     }
 
+    /// An embedded agent takes the cache's lock, as the daemon does: a second one on the same file is refused with
+    /// the holder named, before it replays or writes anything; once the first has stopped, the file is free.
+    @Test(.timeLimit(.minutes(1)))
+    func anEmbeddedAgentTakesTheCacheLockAndASecondIsRefused() async throws {
+        try await withBroker { broker in
+            try await Self.withAgent(broker) { first, directory in
+                var second = Self.configuration(broker, directory: directory)
+                second.clientID = "dashboard"
+                #expect {
+                    _ = try Agent(configuration: second)
+                } throws: { error in
+                    let held = error as? CacheLock.Held
+                    return held?.owner == first.configuration.clientID && held?.holder == getpid()
+                        && "\(error)".contains("in use by the daemon with pid \(getpid())")
+                }
+                // Read-only use stays possible beside it.
+                let devices = try CacheReader(path: second.database).devices()
+                #expect(devices.isEmpty)
+            }
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let configuration = Self.configuration(broker, directory: directory)
+            let running = try Agent(configuration: configuration)
+            let task = Task { try await running.run() }
+            try await running.waitUntilConnected(timeout: .seconds(10))
+            task.cancel()
+            try await task.value
+            // Stopped: the lock is free for the next writer.
+            _ = try Agent(configuration: configuration)
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func deviceInfoIsInstantAndFetchDataUpdatesIt() async throws {
         try await withBroker { broker in

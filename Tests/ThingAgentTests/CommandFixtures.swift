@@ -4,7 +4,7 @@ import Synchronization
 import TestSupport
 @testable import ThingAgent
 
-/// PROTOCOL.md's example model, plus a stepped value and a set-only property so that every rule can be tested.
+/// docs/protocol.md's example model, plus a stepped value and a set-only property so that every rule can be tested.
 let testLightModel = """
     {"productId":"p-light-1","properties":[
       {"code":"switch_1","type":"bool","access":"rw"},

@@ -33,7 +33,7 @@ struct FuzzFindingsTests {
         }
     }
 
-    /// The fuzzer's seed corpus (PROTOCOL.md's examples and edge cases) passes the same checks.
+    /// The fuzzer's seed corpus (docs/protocol.md's examples and edge cases) passes the same checks.
     @Test func theSeedCorpusPassesTheFuzzChecks() throws {
         let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Fuzz/corpus")

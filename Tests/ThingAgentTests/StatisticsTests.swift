@@ -53,7 +53,7 @@ struct StatisticsTests {
         }
     }
 
-    /// PROTOCOL.md: a message of the wrong shape is dropped whatever its time, not passed over as stale.
+    /// docs/protocol.md: a message of the wrong shape is dropped whatever its time, not passed over as stale.
     @Test func staleInfoOfTheWrongShapeIsCountedAsMalformed() async throws {
         try await Self.withAgent { agent, _ in
             agent.receive(Self.message("things/d1/thing/info", #"{"time":1764450000000,"data":{"name":"Hall"}}"#))

@@ -4,7 +4,7 @@ import Testing
 import TestSupport
 @testable import ThingAgent
 
-/// PROTOCOL.md's thing-model rules, one by one, on the pure validation logic; and the model file loader.
+/// docs/protocol.md's thing-model rules, one by one, on the pure validation logic; and the model file loader.
 @Suite("Thing models")
 struct ThingModelTests {
     let model: ThingModel

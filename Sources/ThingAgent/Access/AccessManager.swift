@@ -1,7 +1,7 @@
 import JSON
 import Synchronization
 
-/// Keeps the broker's dynamic-security roles and clients in line with the fleet (README, "Provisioning"): computes
+/// Keeps the broker's dynamic-security roles and clients in line with the fleet (docs/provisioning.md): computes
 /// what should be (`AccessPolicy`, from the provisioned devices, the cache's gateway links and the open pairings),
 /// compares it with what the broker has, and sends the difference. Every change is idempotent, so a start after a
 /// broker restored from an older plugin file brings it back in line. Changes run one at a time.

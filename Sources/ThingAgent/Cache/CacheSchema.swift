@@ -1,6 +1,6 @@
 import SQLite
 
-/// The cache's SQLite schema, by version. Documented in the README ("The cache file"); readable with `sqlite3`.
+/// The cache's SQLite schema, by version. Documented in the docs/cache-file.md; readable with `sqlite3`.
 ///
 /// Each migration is literal SQL and frozen once released: a file migrated by an older build must end up with the
 /// same schema as a new one. A new `DeviceInfo` field gets a new migration (`ALTER TABLE devices ADD COLUMN`);

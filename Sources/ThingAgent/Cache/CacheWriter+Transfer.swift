@@ -47,7 +47,7 @@ extension CacheWriter {
 }
 
 extension TransferStatusReport {
-    /// PROTOCOL.md's payload for this report, as a gateway would publish it.
+    /// docs/protocol.md's payload for this report, as a gateway would publish it.
     var payload: [UInt8] {
         var data = JSONObject([("targetDeviceId", .string(targetDeviceId))])
         if let targetDeviceName { data["targetDeviceName"] = .string(targetDeviceName) }
@@ -58,7 +58,7 @@ extension TransferStatusReport {
     }
 }
 
-/// Whom a transfer `finish` may move sub-devices for (README, "Rules of the receive path"): a transfer this agent
+/// Whom a transfer `finish` may move sub-devices for (docs/protocol.md, "Rules the agent keeps"): a transfer this agent
 /// started, recorded before its start was sent; or, with `trustForeignTransfers`, an eligible gateway.
 extension CacheWriter {
     /// Records, before the start is sent, that `gateway` is asked to take over `target` (the gateway may report

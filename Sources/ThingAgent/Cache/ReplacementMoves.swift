@@ -1,7 +1,7 @@
 import JSON
 import SQLite
 
-/// The local tables' part of a gateway replacement (README, "Gateway replacement"): run by the cache writer in the
+/// The local tables' part of a gateway replacement (docs/gateway-wifi-simulator.md): run by the cache writer in the
 /// transaction that writes the re-linked sub-devices, so that the file never shows one without the other.
 ///
 /// Running it again for the same replacement (a journal replay of the `finish` report) changes nothing: the faulty

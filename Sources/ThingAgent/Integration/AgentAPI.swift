@@ -1,7 +1,7 @@
 import JSON
 import MQTT
 
-/// The request/response API over MQTT (README: "The API over MQTT").
+/// The request/response API over MQTT (docs/mqtt-api.md, "The API over MQTT").
 ///
 /// Requests arrive on `thing-agent/api/<clientId>/request/<method>` as a JSON object; the answer goes to the MQTT 5
 /// response topic (with the correlation data echoed) or, for MQTT 3.1.1 clients, to the payload's `replyTo`.

@@ -5,7 +5,7 @@ import Synchronization
 
 /// A light client for a process beside the daemon (the service `Agent` that holds the cache and is its only
 /// writer): it reads the cache file read-only (`CacheReader`: no migration, no fleet load, no lock) and sends its
-/// requests and changes to the daemon's API over MQTT (README: "The API over MQTT"), each with a timeout. The
+/// requests and changes to the daemon's API over MQTT (docs/mqtt-api.md, "The API over MQTT"), each with a timeout. The
 /// daemon sends the device requests, tracks them and writes what their answers change; the client only reads.
 ///
 /// `connect()` first; `disconnect()` when done. Failures of the daemon or the broker are `AgentClientError`;

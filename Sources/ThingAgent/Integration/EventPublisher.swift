@@ -2,7 +2,7 @@ import JSON
 import MQTT
 import Synchronization
 
-/// Publishes what listeners see as JSON on `<eventsTopic>/<D>/<kind>` (README: "Events over MQTT").
+/// Publishes what listeners see as JSON on `<eventsTopic>/<D>/<kind>` (docs/mqtt-api.md, "Events over MQTT").
 ///
 /// An ordinary EventHub listener: its own bounded queue (`eventQueueLimit`), so a slow broker never slows the
 /// receive path; when the queue is full events are dropped and counted (`agent.events.dropped`). QoS `eventsQoS`,

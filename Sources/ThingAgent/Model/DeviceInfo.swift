@@ -37,7 +37,7 @@ public struct DeviceInfo: Sendable, Equatable {
         lhs.devId == rhs.devId && lhs.storage == rhs.storage && lhs.signal == rhs.signal
     }
 
-    /// The known fields as a JSON object (PROTOCOL.md names, without `devId`), in schema order.
+    /// The known fields as a JSON object (docs/protocol.md names, without `devId`), in schema order.
     public var fields: JSONObject {
         var object = JSONObject()
         for (index, value) in allValues.enumerated() where !value.isNull {
@@ -46,7 +46,7 @@ public struct DeviceInfo: Sendable, Equatable {
         return object
     }
 
-    /// The value of one field by its PROTOCOL.md name; nil when unknown.
+    /// The value of one field by its docs/protocol.md name; nil when unknown.
     public subscript(_ key: String) -> JSONValue? {
         guard let index = Self.indexByKey[key] else { return nil }
         let value = value(at: index)
@@ -107,7 +107,7 @@ public struct DeviceInfo: Sendable, Equatable {
 
     public func supports(_ ability: DeviceAbility) -> Bool { abilities.contains(ability) }
 
-    /// The whole model as PROTOCOL.md's JSON object: every known field, null where unknown, in schema order.
+    /// The whole model as docs/protocol.md's JSON object: every known field, null where unknown, in schema order.
     public var json: JSONObject {
         var object = JSONObject()
         object["devId"] = .string(devId)
@@ -164,7 +164,7 @@ public enum DeviceAbility: String, Sendable, CaseIterable {
 }
 
 extension DeviceInfo {
-    /// One info field: its PROTOCOL.md key, its cache column and the JSON type it must have.
+    /// One info field: its docs/protocol.md key, its cache column and the JSON type it must have.
     struct Field: Sendable {
         let key: String
         let column: String
@@ -194,7 +194,7 @@ extension DeviceInfo {
         }
     }
 
-    /// Every field of the model, in PROTOCOL.md's order. The cache has one column per field.
+    /// Every field of the model, in docs/protocol.md's order. The cache has one column per field.
     static let fields: [Field] = [
         Field(key: "name", column: "name", type: .string),
         Field(key: "productId", column: "product_id", type: .string),

@@ -2,7 +2,7 @@ import JSON
 
 extension DeviceSnapshot {
     /// The device as `thing-agent info --json` prints it: every field of the device-information model under
-    /// PROTOCOL.md's names, then `online`, the signal times and ages, `properties` (code to value) and their times.
+    /// docs/protocol.md's names, then `online`, the signal times and ages, `properties` (code to value) and their times.
     public func json(now: Millis) -> JSONObject {
         var object = info.json
         object["online"] = .bool(online ?? false)
@@ -27,7 +27,7 @@ extension DeviceSnapshot {
 }
 
 extension TransferInfo {
-    /// PROTOCOL.md's transfer-status `data` shape, plus the status name.
+    /// docs/protocol.md's transfer-status `data` shape, plus the status name.
     public var json: JSONObject {
         JSONObject([
             ("sourceDeviceId", .string(sourceDeviceId)),

@@ -100,7 +100,7 @@ public struct PropertyChange: Sendable, Equatable {
 }
 
 extension DeviceSnapshot {
-    /// Applies one decoded message under PROTOCOL.md's rules: stale values lose, a repeat changes nothing.
+    /// Applies one decoded message under docs/protocol.md's rules: stale values lose, a repeat changes nothing.
     /// A device keeps at most `maxProperties` codes: new ones beyond are refused (`refusedCodes`), known ones
     /// still update.
     mutating func apply(_ message: InboundMessage, now: Millis,
@@ -134,7 +134,7 @@ extension DeviceSnapshot {
             applySignal(wifi, lte, into: &changes)
         case .info(var report, let time):
             // Validated before the staleness check, so that a report of the wrong shape is dropped as malformed
-            // whatever its time (PROTOCOL.md), not passed over as stale.
+            // whatever its time (docs/protocol.md), not passed over as stale.
             let wifi = try PayloadDecoder.dBm(report["wifiSignal"], key: "wifiSignal")
             let lte = try PayloadDecoder.dBm(report["rsrp"], key: "rsrp")
             report["wifiSignal"] = nil

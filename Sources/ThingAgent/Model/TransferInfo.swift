@@ -1,4 +1,4 @@
-/// Gateway-replacement progress, with PROTOCOL.md's codes.
+/// Gateway-replacement progress, with docs/protocol.md's codes.
 public enum TransferStatus: Int, Sendable, CaseIterable, CustomStringConvertible {
     case unknown = 0
     case deviceConfigInit = 1

@@ -24,7 +24,7 @@ public struct WifiNetwork: Sendable, Equatable {
 
     public var quality: SignalQuality { SignalQuality(dBm: rssi) }
 
-    /// PROTOCOL.md's shape plus the quality label.
+    /// docs/protocol.md's shape plus the quality label.
     public var json: JSONObject {
         JSONObject([("ssid", .string(ssid)), ("rssi", .integer(Int64(rssi))),
                     ("sec", security.map { .integer(Int64($0)) } ?? .null), ("quality", .string(quality.rawValue))])

@@ -1,10 +1,10 @@
 import Foundation
 
-/// The daemon's metrics in Prometheus' text format (README: "Metrics and health").
+/// The daemon's metrics in Prometheus' text format (docs/operations.md, "Metrics").
 ///
 /// A scrape reads only atomics kept up to date as things happen: counters of the receive path, the cache's status
 /// tally, histograms, the connection state. It takes no lock the receive path takes, so it can neither block nor
-/// slow it (the bench measures what a scrape costs the receive path anyway: README, "Performance").
+/// slow it (the bench measures what a scrape costs the receive path anyway: docs/performance.md).
 extension Agent {
     public func metricsText() -> String {
         var out = PrometheusText()

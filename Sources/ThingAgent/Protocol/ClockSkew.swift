@@ -1,6 +1,6 @@
 /// A device clock running ahead. A time far in the future would win over every later report (stale values lose),
 /// freezing a value for good; so a time more than `maxSkew` ahead of the arrival is replaced by the arrival time
-/// (README, "Rules of the receive path").
+/// (docs/protocol.md, "Rules the agent keeps").
 extension InboundMessage {
     /// The message with every time later than `arrival + maxSkew` replaced by `arrival`, and whether any was.
     func correctingClockSkew(arrival: Millis, maxSkew: Millis) -> (message: InboundMessage, corrected: Bool) {

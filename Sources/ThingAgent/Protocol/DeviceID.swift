@@ -1,4 +1,4 @@
-/// Device ids are one MQTT topic level: 1 to 64 characters from `A-Z a-z 0-9 . _ : -` (PROTOCOL.md).
+/// Device ids are one MQTT topic level: 1 to 64 characters from `A-Z a-z 0-9 . _ : -` (docs/protocol.md).
 /// Anything else (wildcards, slashes, control characters, empty, too long) is rejected before it can reach the cache.
 public enum DeviceID {
     public static let maxLength = 64

@@ -22,7 +22,7 @@ public struct SignalReading: Sendable, Equatable {
     }
 }
 
-/// A decoded device-to-agent message (PROTOCOL.md, "Payloads").
+/// A decoded device-to-agent message (docs/protocol.md, "Payloads").
 enum InboundMessage: Sendable, Equatable {
     case properties([(code: String, value: PropertyValue)])
     case status(online: Bool, time: Millis)

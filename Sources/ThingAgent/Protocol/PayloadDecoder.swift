@@ -1,9 +1,9 @@
 import JSON
 
-/// Turns a payload into an `InboundMessage`, enforcing every rule of PROTOCOL.md's "Payloads".
+/// Turns a payload into an `InboundMessage`, enforcing every rule of docs/protocol.md's "Payloads".
 /// Pure: no I/O, no clock (the arrival time is passed in and used where a payload has no `time`).
 struct PayloadDecoder: Sendable {
-    /// PROTOCOL.md: payloads over 256 KiB are refused.
+    /// docs/protocol.md: payloads over 256 KiB are refused.
     static let maxPayloadBytes = 256 * 1024
     /// Deep nesting is never a valid report; the parser stops early instead of recursing.
     static let maxDepth = 16

@@ -1,12 +1,12 @@
-/// Unix time in milliseconds, the unit of every `time` in PROTOCOL.md.
+/// Unix time in milliseconds, the unit of every `time` in docs/protocol.md.
 public typealias Millis = Int64
 
-/// Time as PROTOCOL.md counts it.
+/// Time as docs/protocol.md counts it.
 public enum Timestamp {
     /// Now, in Unix milliseconds.
     public static var current: Millis { now() }
 
-    /// Values below this are taken as seconds (10-digit times); PROTOCOL.md accepts those and converts them.
+    /// Values below this are taken as seconds (10-digit times); docs/protocol.md accepts those and converts them.
     static let secondsThreshold: Int64 = 100_000_000_000
     /// Year 5138 in milliseconds: anything above is not a time but garbage.
     static let maximum: Int64 = 99_999_999_999_999

@@ -1,4 +1,4 @@
-/// The agent-to-device requests of PROTOCOL.md. Each is answered on its topic with `_response` appended.
+/// The agent-to-device requests of docs/protocol.md. Each is answered on its topic with `_response` appended.
 public enum RequestKind: String, Sendable, CaseIterable {
     case setProperties = "properties/set"
     case getInfo = "info/get"
@@ -31,7 +31,7 @@ public struct Topics: Sendable, Equatable {
         self.rootBytes = Array(root.utf8)
     }
 
-    /// The filters the agent subscribes to, with the QoS of PROTOCOL.md's table.
+    /// The filters the agent subscribes to, with the QoS of docs/protocol.md's table.
     public var subscriptions: [(filter: String, qos: Int)] {
         [
             ("\(root)/+/thing/properties", 1),
@@ -50,7 +50,7 @@ public struct Topics: Sendable, Equatable {
     public func info(_ device: String) -> String { "\(root)/\(device)/thing/info" }
     public func transferStatus(_ device: String) -> String { "\(root)/\(device)/thing/gateway/transfer/status" }
     public func otaProgress(_ device: String) -> String { "\(root)/\(device)/thing/ota/progress" }
-    /// The unbind request published when a device is removed (README, "Removing a device").
+    /// The unbind request published when a device is removed (docs/devices-and-rooms.md, "Remove a device").
     public func unbind(_ device: String) -> String { "\(root)/\(device)/thing/unbind" }
     public func request(_ kind: RequestKind, device: String) -> String { "\(root)/\(device)/thing/\(kind.rawValue)" }
     public func response(_ kind: RequestKind, device: String) -> String { "\(root)/\(device)/thing/\(kind.rawValue)_response" }
@@ -71,7 +71,7 @@ public struct Topics: Sendable, Equatable {
     public enum ParseError: Error, Sendable, Equatable {
         /// Not under the root or not a thing topic this agent handles.
         case notAThingTopic
-        /// The device-id level breaks PROTOCOL.md's rule.
+        /// The device-id level breaks docs/protocol.md's rule.
         case invalidDeviceID
     }
 

@@ -39,7 +39,7 @@ public enum RequestError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// PROTOCOL.md's refusal codes.
+    /// docs/protocol.md's refusal codes.
     public static func codeName(_ code: Int) -> String? {
         switch code {
         case 1003: "bad data format"

@@ -55,7 +55,7 @@ public struct RequestOutcome: Sendable, Equatable {
         }
     }
 
-    /// PROTOCOL.md-style fields for `--json` output.
+    /// docs/protocol.md-style fields for `--json` output.
     public var json: JSONObject {
         JSONObject([
             ("device", .string(deviceId)),

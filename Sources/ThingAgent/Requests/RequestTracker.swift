@@ -60,7 +60,7 @@ final class RequestTracker: Sendable {
         state.withLock { $0.pending[msgId]?.continuation != nil }
     }
 
-    /// Registers a request and returns its `msgId` (at most 10 characters, within PROTOCOL.md's 32).
+    /// Registers a request and returns its `msgId` (at most 10 characters, within docs/protocol.md's 32).
     func register(deviceId: String, kind: RequestKind) throws(RequestError) -> String {
         let id: String? = state.withLock { state in
             guard state.pending.count < limit else { return nil }

@@ -61,7 +61,7 @@ public struct DeviceLink: Sendable, Equatable {
         self.init(name: name, members: members, createdAt: json["createdAt"]?.int64Value ?? 0)
     }
 
-    /// The rules a link keeps (README, "Multi-control links"), checked at create: a name, two or more distinct
+    /// The rules a link keeps (docs/groups-scenes-links.md, "Multi-control links"), checked at create: a name, two or more distinct
     /// members, each a read-write code of its device's thing model, all of compatible types (bool with bool,
     /// numbers with numbers, enums with equal ranges). A member whose device has no known model cannot be checked,
     /// so it is refused.

@@ -72,10 +72,12 @@ public final class Agent: Sendable {
     let provisioning: Provisioning?
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
-    /// `lockCache` (the daemon) takes `CacheLock` on the file before anything writes it, or throws `CacheLock.Held`.
+    /// `lockCache` (on by default) takes `CacheLock` on the file before anything writes it, as the daemon does, and
+    /// throws `CacheLock.Held` naming the holder when a daemon (or another agent) has it: two writers of one file
+    /// would replay each other's journal. Held until `run()` ends (or the agent is released).
     /// `shouldStop` is asked while a big cache loads and the journal replays: true ends `init` with
     /// `StartUpInterrupted`, having written nothing (a SIGTERM during start-up).
-    public convenience init(configuration: AgentConfiguration, logger: AgentLogger = .disabled, lockCache: Bool = false,
+    public convenience init(configuration: AgentConfiguration, logger: AgentLogger = .disabled, lockCache: Bool = true,
                             shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         try self.init(configuration: configuration, role: .service, logger: logger, lockCache: lockCache,
                       shouldStop: shouldStop)
@@ -244,7 +246,7 @@ public final class Agent: Sendable {
     }
 
     /// Whether the daemon can keep what it receives: which of its files fail, and whether new messages are left
-    /// with the broker meanwhile (README, "What survives what"). Always healthy for the CLI's roles.
+    /// with the broker meanwhile (docs/cache-file.md, "What survives what"). Always healthy for the CLI's roles.
     public var storage: StorageStatus { writer.storage.status }
 
     /// The journal's reserved size: `THING_AGENT_JOURNAL_SIZE` bytes (at least 64 KiB), else 16 MiB. It grows as

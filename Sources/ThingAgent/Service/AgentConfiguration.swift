@@ -77,7 +77,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// gateway is eligible: known, with the gatewayTransfer ability, of the faulty gateway's product and space.
     public var trustForeignTransfers = false
     /// Access management through mosquitto's dynamic-security plugin: pairings, activation, one role per device
-    /// (README, "Provisioning"). Off keeps the broker's own (static) access control.
+    /// (docs/provisioning.md). Off keeps the broker's own (static) access control.
     public var provisioning = false
     /// The services' broker users, each given the service role and its own replies (provisioning only).
     public var serviceUsers: [String] = []

@@ -4,7 +4,7 @@ import Synchronization
 public enum DropReason: String, Sendable, CaseIterable {
     /// Not under the topic root, or a thing topic the agent does not handle.
     case unknownTopic
-    /// The device-id level breaks PROTOCOL.md's rule.
+    /// The device-id level breaks docs/protocol.md's rule.
     case invalidDeviceID
     /// Over 256 KiB.
     case oversized
@@ -101,7 +101,7 @@ final class IngestCounters: Sendable {
 }
 
 extension IngestStatistics {
-    /// The counters as the daemon writes them into the cache's `meta` table (README, "The cache file"):
+    /// The counters as the daemon writes them into the cache's `meta` table (docs/cache-file.md):
     /// `ingest.received`, `ingest.applied`, `ingest.unchanged`, `ingest.forOtherClients` and
     /// `ingest.dropped.<reason>` for every reason.
     var metaRows: [String: Int64] {

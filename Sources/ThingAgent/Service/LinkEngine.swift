@@ -24,7 +24,7 @@ public struct LinkStatistics: Sendable, Equatable {
 /// The daemon's multi-control links at work: hears every applied change (a `CacheWatch`), and when a member of a
 /// link reports a new value for its code, sets every other member's code to it.
 ///
-/// The rules (README, "Multi-control links"): only a change counts (a value that differs, numbers by value, from the
+/// The rules (docs/groups-scenes-links.md, "Multi-control links"): only a change counts (a value that differs, numbers by value, from the
 /// one cached before; a member's first report ever is not propagated); a member that already has the value, or
 /// will have it once the sets asked of it are done, gets no set; offline members and members whose model refuses
 /// the value are skipped and counted. Each member's sets go out one at a time and in order, the newest value

@@ -1,6 +1,6 @@
 import JSON
 
-/// A product's thing model: the properties a device of that product has and which may be set (PROTOCOL.md,
+/// A product's thing model: the properties a device of that product has and which may be set (docs/protocol.md,
 /// "Thing models"). Types follow the vendor platforms' data points.
 public struct ThingModel: Sendable, Equatable {
     public var productId: String

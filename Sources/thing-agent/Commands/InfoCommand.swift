@@ -8,7 +8,7 @@ enum InfoCommand: Command {
         summary: "show a device's information, status, signal and properties from the cache",
         usage: "thing-agent info DEVICE [--json] [--fetch] [--timeout S] [options]",
         options: [
-            OptionSpec(name: "json", valueName: nil, help: "print JSON (PROTOCOL.md's field names)"),
+            OptionSpec(name: "json", valueName: nil, help: "print JSON (docs/protocol.md's field names)"),
             OptionSpec(name: "fetch", valueName: nil, help: "ask the device for fresh information first"),
             OptionSpec(name: "timeout", valueName: "S", help: "seconds to wait for --fetch (default 10)"),
         ] + CommonOptions.options,

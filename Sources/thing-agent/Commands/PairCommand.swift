@@ -1,7 +1,7 @@
 import JSON
 import ThingAgent
 
-/// `thing-agent pair ...`: pairing tokens for devices to activate with (README, "Provisioning").
+/// `thing-agent pair ...`: pairing tokens for devices to activate with (docs/provisioning.md).
 enum PairCommand: Command {
     static let spec = CommandSpec(
         name: "pair",

@@ -57,8 +57,8 @@ enum StatsCommand: Command {
         for reason in DropReason.allCases {
             if let count = stats.dropped[reason] { rows.append(("  \(reason.rawValue)", count)) }
         }
-        // Beside the outcomes: what was corrected or refused in input otherwise taken (README, "Rules of the
-        // receive path").
+        // Beside the outcomes: what was corrected or refused in input otherwise taken (docs/protocol.md,
+        // "Rules the agent keeps").
         for reason in GuardReason.allCases {
             if let count = stats.guarded[reason] { rows.append((reason.rawValue, count)) }
         }

@@ -74,7 +74,7 @@ enum PropertyValues {
     }
 }
 
-/// How a simulated device refuses a property set, with PROTOCOL.md's codes: 1003 for a value of the wrong type
+/// How a simulated device refuses a property set, with docs/protocol.md's codes: 1003 for a value of the wrong type
 /// (or a malformed request), 1004 for a property the model does not have or that may not be set (read-only),
 /// 1005 for a value of the right type outside its range, step, enum or length.
 enum SetRefusal {

@@ -11,7 +11,7 @@ struct Publication: Sendable {
     var retain = false
 }
 
-/// One simulated device: its state and the messages it sends, as PROTOCOL.md describes them. Pure apart from the
+/// One simulated device: its state and the messages it sends, as docs/protocol.md describes them. Pure apart from the
 /// lock: the simulator decides when, and over which connection, the messages go out.
 final class VirtualDevice: Sendable {
     let plan: DevicePlan

@@ -27,7 +27,7 @@ struct CompletionAndManPageTests {
         #expect(try await Self.bashOffers(["thing-agent", "devices", "--room", ""]).isEmpty)
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        FileManager.default.createFile(atPath: directory + "/agent.json", contents: Data("{}".utf8))
+        #expect(FileManager.default.createFile(atPath: directory + "/agent.json", contents: Data("{}".utf8)))
         #expect(try await Self.bashOffers(["thing-agent", "run", "--config", "ag"], in: directory) == ["agent.json"])
     }
 

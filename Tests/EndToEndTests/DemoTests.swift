@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import JSON
 import Testing
 import TestSupport
@@ -59,6 +62,16 @@ struct DemoTests {
             #expect(status == 0, "\(demo.log)")
         }
 
+        /// After a failure: the script and everything it started, killed and waited for here (the script runs
+        /// its children in sessions of their own, and `DaemonProcess`'s release would block on an exit).
+        func kill(_ demo: DaemonProcess) async {
+            demo.signal(SIGKILL)
+            _ = await demo.waitForExit(timeout: DaemonProcess.hangBound)
+            for pid in file("data/demo.pids").split(separator: "\n").compactMap({ Int32($0) }) {
+                Glibc.kill(pid, SIGKILL)
+            }
+        }
+
         deinit {
             releaseLoopbackPort(port)
             releaseLoopbackPort(metricsPort)
@@ -69,8 +82,18 @@ struct DemoTests {
     @Test(.timeLimit(.minutes(5)))
     func theReadmesDemoWorksStopsInOrderAndStartsAgain() async throws {
         let demo = try Demo()
+        var started: [DaemonProcess] = []
+        do {
+            try await Self.walkThrough(demo) { started.append($0) }
+        } catch {
+            for process in started { await demo.kill(process) }
+            throw error
+        }
+    }
+
+    static func walkThrough(_ demo: Demo, started: (DaemonProcess) -> Void) async throws {
         let first = try demo.start(log: "demo.out")
-        defer { first.signal(SIGKILL) }
+        started(first)
         try await waitUntil(timeout: .seconds(120)) { await demo.online().count == 28 }
         #expect(demo.file("data/simulate.log").contains("28 devices paired and activated through the daemon"))
         #expect(demo.file("data/demo.env").contains("/Config/agent.json\n"), "\(demo.file("data/demo.env"))")
@@ -120,7 +143,7 @@ struct DemoTests {
 
         // A second start: the devices connect with the credentials they kept, and the local edit is still there.
         let second = try demo.start(log: "demo-2.out")
-        defer { second.signal(SIGKILL) }
+        started(second)
         try await waitUntil(timeout: .seconds(60)) { second.log.contains("thing-agent is running") }
         let cached = try await demo.shell("thing-agent devices --room Kitchen")
         #expect(cached.stdout.contains("dev-0dd7-01"), "readable at once, before any device spoke: \(cached.stdout)")

@@ -3,12 +3,12 @@ import Synchronization
 import Testing
 import TestSupport
 
-@Suite("A queued backlog", .timeLimit(.minutes(1)))
+@Suite("A queued backlog", .timeLimit(.minutes(3)))
 struct BacklogTests {
     /// A loop turn reads every packet waiting and acknowledges them together: each message arrives once, in order,
     /// and every one is acknowledged, so the session holds nothing to send again afterwards.
     @Test("a backlog for a persistent session arrives once, in order, and is all acknowledged",
-          .timeLimit(.minutes(1)), arguments: [MQTTProtocolVersion.v311, .v5])
+          .timeLimit(.minutes(3)), arguments: [MQTTProtocolVersion.v311, .v5])
     func backlogDrainedAndAcknowledged(version: MQTTProtocolVersion) async throws {
         try await withBroker { broker in
             let backlog = try await QueuedBacklog(broker, "backlog", version: version)
@@ -42,7 +42,7 @@ struct BacklogTests {
     /// a clean DISCONNECT. (The library closes the socket right after writing the DISCONNECT; closed with unread
     /// data, a socket is reset and drops what it still held, so nothing of a turn may wait in a cork then.)
     @Test("a disconnect in the middle of a backlog acknowledges what was handled before it",
-          .timeLimit(.minutes(1)), arguments: [MQTTProtocolVersion.v311, .v5])
+          .timeLimit(.minutes(3)), arguments: [MQTTProtocolVersion.v311, .v5])
     func disconnectInTheMiddleOfABacklog(version: MQTTProtocolVersion) async throws {
         try await withBroker { broker in
             let backlog = try await QueuedBacklog(broker, "midstop", version: version)

@@ -193,11 +193,17 @@ final class AccessManager: Sendable {
 
     /// Creates a pairing's bootstrap client, pinned to its user name as client id (an unpinned user could connect
     /// as the agent or any device and take its session), its role first: the plugin refuses a client with an
-    /// unknown role. Throws `NameTaken` when the broker already has a client or role of that name.
+    /// unknown role. Throws `NameTaken` when the broker already has a client or role of that name that the agent
+    /// did not make: the pairing is recorded before this runs, so a sync for another change (an activation, a
+    /// removal) may already have made its role, which is the agent's own and no reason to draw another name.
     func createBootstrap(_ username: String, password: String) async throws {
         try await gate.run {
-            let answers = try await self.run([.getClient(username), .getRole(AccessPolicy.pairingRole(username))])
-            if answers.contains(where: \.succeeded) { throw NameTaken(name: username) }
+            let role = AccessPolicy.pairingRole(username)
+            let answers = try await self.run([.getClient(username), .getRole(role)])
+            let clients = try self.store.grants(.client), roles = try self.store.grants(.role)
+            if (answers[0].succeeded && !clients.contains(username)) || (answers[1].succeeded && !roles.contains(role)) {
+                throw NameTaken(name: username)
+            }
             try await self.syncManaged()
             try await self.createClient(username, password: password, role: AccessPolicy.pairingRole(username))
         }

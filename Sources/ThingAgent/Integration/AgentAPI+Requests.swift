@@ -4,11 +4,6 @@ import JSON
 /// it, writes what the answer changes, and answers the client. A request the device did not answer well is code
 /// 502 with the request's error (`RequestError.json`) beside the message as `error`.
 extension Agent {
-    /// The methods that wait for a device or the broker: they run beside the API's loop.
-    static let waitingMethods: Set<String> = [
-        "set", "remove", "detail", "ota", "fetch", "wifiScan", "transfer", "groupSet", "pair", "pairRevoke",
-    ]
-
     func apiDeviceRequest(_ method: String, _ request: JSONObject, device id: String) async throws -> JSONValue {
         let timeout = try Self.timeout(request["timeout"])
         switch method {

@@ -67,36 +67,153 @@ struct APIError: Error {
 }
 
 extension Agent {
-    /// The methods the API answers.
-    public static let apiMethods = [
-        "info", "devices", "set", "edit", "group", "network", "remove", "detail", "health", "firmware", "ota",
-        "fetch", "wifiScan", "gateways", "transfer", "scenes", "links", "groupSet", "pair", "pairRevoke", "pairings",
-        "sceneList", "linkList",
+    /// The methods the API answers, in the order the docs list them.
+    public static var apiMethods: [String] { AgentAPI.methods.map(\.name) }
+}
+
+/// The API at work: takes requests from its queue, checks them (retained, size, reply topic, rate limits), runs
+/// the method's handler and publishes the answer. One of the daemon's parts, run by `Agent.run` for as long as it
+/// runs; it holds what it needs: the agent whose methods the handlers call, the queue, and its limiters.
+struct AgentAPI: Sendable {
+    /// A request to one method: its JSON object, and the agent that answers it.
+    struct Call: Sendable {
+        let agent: Agent
+        let request: JSONObject
+
+        /// `device`: a device id (400 when missing or not an id).
+        func device() throws -> String {
+            guard let id = request["device"]?.stringValue else { throw APIError(400, "'device' is missing") }
+            guard DeviceID.isValid(id) else { throw APIError(400, "'\(id)' is not a device id") }
+            return id
+        }
+
+        /// `device`, which the cache must know (404 otherwise).
+        func known() throws -> (String, DeviceSnapshot) {
+            let id = try device()
+            guard let snapshot = agent.cache.device(id) else { throw APIError(404, "unknown device '\(id)'") }
+            return (id, snapshot)
+        }
+    }
+
+    /// A method: whether it waits for devices or the broker (then it runs beside the loop, so that a slow device
+    /// never holds up an `info`), and what answers it: the answer's `data` and fields beside it.
+    struct Method: Sendable {
+        let name: String
+        let waits: Bool
+        let answer: @Sendable (Call) async throws -> (JSONValue, JSONObject)
+
+        init(_ name: String, waits: Bool = false, _ answer: @escaping @Sendable (Call) async throws -> (JSONValue, JSONObject)) {
+            self.name = name
+            self.waits = waits
+            self.answer = answer
+        }
+
+        /// A method answered by `data` alone.
+        init(_ name: String, waits: Bool = false, data: @escaping @Sendable (Call) async throws -> JSONValue) {
+            self.init(name, waits: waits) { (try await data($0), [:]) }
+        }
+    }
+
+    /// Every method, with its handler.
+    static let methods: [Method] = [
+        Method("info") { call in
+            let (id, snapshot) = try call.known()
+            return .object(snapshot.json(now: Timestamp.now(), metadata: try? call.agent.local?.metadata(id)))
+        },
+        Method("devices") { call in try call.agent.devicesPage(call.request, now: Timestamp.now()) },
+        Method("set", waits: true) { call in
+            let id = try call.device()
+            guard let data = call.request["data"]?.objectValue, !data.isEmpty else {
+                throw APIError(400, "'data' must be a non-empty object of property codes and values")
+            }
+            let timeout = try Agent.timeout(call.request["timeout"])
+            var values: [String: JSONValue] = [:]
+            for (code, value) in data { values[code] = value }
+            let outcome = await call.agent.sendPropertySet(deviceId: id, values, timeout: timeout,
+                                                           force: call.request["force"]?.boolValue ?? false)
+            return .object(outcome.apiJSON)
+        },
+        Method("edit", data: { try $0.agent.apiLocalChange("edit", $0.request) }),
+        Method("group", data: { try $0.agent.apiLocalChange("group", $0.request) }),
+        Method("network", data: { try $0.agent.apiLocalChange("network", $0.request) }),
+        Method("remove", waits: true) { call in
+            let (id, _) = try call.known()
+            do {
+                return .object(try await call.agent.removeDevice(id).json)
+            } catch let error as EditError {
+                throw APIError(404, error.description)
+            } catch {
+                throw APIError(503, "\(error)")
+            }
+        },
+        Method("detail", waits: true) { call in try await call.agent.apiDetail(try call.known().0, call.request) },
+        Method("health", data: { .object($0.agent.health().json) }),
+        Method("firmware", data: { try $0.agent.apiFirmware($0.request) }),
+        Method("ota", waits: true) { call in
+            let (id, snapshot) = try call.known()
+            return try await call.agent.apiOTA(call.request, device: id, snapshot: snapshot)
+        },
+        Method("fetch", waits: true, data: { try await $0.agent.apiDeviceRequest("fetch", $0.request, device: try $0.device()) }),
+        Method("wifiScan", waits: true, data: {
+            try await $0.agent.apiDeviceRequest("wifiScan", $0.request, device: try $0.device())
+        }),
+        Method("gateways", data: { try await $0.agent.apiDeviceRequest("gateways", $0.request, device: try $0.device()) }),
+        Method("transfer", waits: true, data: {
+            try await $0.agent.apiDeviceRequest("transfer", $0.request, device: try $0.device())
+        }),
+        Method("scenes", data: { try $0.agent.apiLocalChange("scenes", $0.request) }),
+        Method("links", data: { try $0.agent.apiLocalChange("links", $0.request) }),
+        Method("groupSet", waits: true, data: { try await $0.agent.apiGroupSet($0.request) }),
+        Method("pair", waits: true, data: { try await $0.agent.apiPairing("pair", $0.request) }),
+        Method("pairRevoke", waits: true, data: { try await $0.agent.apiPairing("pairRevoke", $0.request) }),
+        Method("pairings", data: { try await $0.agent.apiPairing("pairings", $0.request) }),
+        // The listings alone, on topics of their own: an ACL can let a service read scenes and links without
+        // letting it change them (`scenes` and `links` also create and delete).
+        Method("sceneList", data: { try $0.agent.listLocal("scenes") ?? .null }),
+        Method("linkList", data: { try $0.agent.listLocal("links") ?? .null }),
     ]
 
-    /// Answers requests until the queue ends or the task is cancelled. `set`, `remove` and `detail` wait for
-    /// devices or the broker, so they run beside the loop (a slow device never holds up an `info`).
-    func serveAPI(_ queue: APIQueue) async {
+    static let byName: [String: Method] = Dictionary(uniqueKeysWithValues: methods.map { ($0.name, $0) })
+
+    let agent: Agent
+    let queue: APIQueue
+    /// The per-client request budget (`apiRateLimit`) and the budget of all clients together (`apiRateLimitTotal`).
+    let perClient: APIRateLimiter
+    let total: APIRateLimiter
+    /// The rate of the API's warnings.
+    let logLimiter = LogRateLimiter()
+
+    init(agent: Agent, queue: APIQueue) {
+        self.agent = agent
+        self.queue = queue
+        perClient = APIRateLimiter(rate: agent.configuration.apiRateLimit)
+        total = APIRateLimiter(rate: agent.configuration.apiRateLimitTotal)
+    }
+
+    /// Answers requests until the queue ends or the task is cancelled.
+    func run() async {
         await withDiscardingTaskGroup { group in
             for await message in queue.stream {
-                let method = String(message.topic.dropFirst(queue.prefix.count))
-                if Self.waitingMethods.contains(method) {
-                    group.addTask { await self.answer(message, method: method, counters: queue.counters) }
+                let name = String(message.topic.dropFirst(queue.prefix.count))
+                if Self.byName[name]?.waits == true {
+                    group.addTask { await answer(message, method: name) }
                 } else {
-                    await answer(message, method: method, counters: queue.counters)
+                    await answer(message, method: name)
                 }
             }
             group.cancelAll()
         }
     }
 
-    private func answer(_ message: MQTTMessage, method: String, counters: IntegrationCounters) async {
+    private func answer(_ message: MQTTMessage, method: String) async {
+        let counters = queue.counters
+        let logger = agent.logger, configuration = agent.configuration
         // A request is an act of the moment: the broker replays a retained one at every subscribe, so running it
         // would repeat a `remove` or a forced `set` at every start.
         if message.retain {
             counters.requestsDropped.add(1, ordering: .relaxed)
-            ingestor.counters.countGuard(.apiRetainedRefused)
-            if apiLogLimiter.shouldLog("retained", now: Timestamp.now()) {
+            agent.ingestor.counters.countGuard(.apiRetainedRefused)
+            if logLimiter.shouldLog("retained", now: Timestamp.now()) {
                 logger.warning("refused a retained API request: requests are not kept by the broker",
                                metadata: ["topic": message.topic])
             }
@@ -116,8 +233,8 @@ extension Agent {
         // publish where it may write (a device's unbind topic, the event feed, its own status).
         guard let requester = ReplyTopics.client(of: replyTo, prefix: configuration.replyPrefix) else {
             counters.requestsDropped.add(1, ordering: .relaxed)
-            ingestor.counters.countGuard(.apiReplyRefused)
-            if apiLogLimiter.shouldLog("reply", now: Timestamp.now()) {
+            agent.ingestor.counters.countGuard(.apiReplyRefused)
+            if logLimiter.shouldLog("reply", now: Timestamp.now()) {
                 logger.warning("refused an API request: its reply topic is outside the reply prefix", metadata: [
                     "topic": message.topic, "replyTo": String(replyTo.prefix(200)),
                     "replyPrefix": configuration.replyPrefix])
@@ -126,20 +243,23 @@ extension Agent {
         }
         var reply = JSONObject([("id", request?["id"] ?? .null), ("method", .string(method))])
         do {
-            guard apiRateLimiter.allow(requester, now: ContinuousClock.now) else {
-                ingestor.counters.countGuard(.apiRateLimited)
+            guard perClient.allow(requester, now: ContinuousClock.now) else {
+                agent.ingestor.counters.countGuard(.apiRateLimited)
                 throw APIError(429, "too many requests from '\(requester)': at most \(configuration.apiRateLimit) "
                     + "per second; try again later")
             }
             // Checked after the client's own budget, so that one busy client does not spend the others' share.
-            guard apiTotalRateLimiter.allow("", now: ContinuousClock.now) else {
-                ingestor.counters.countGuard(.apiRateLimited)
+            guard total.allow("", now: ContinuousClock.now) else {
+                agent.ingestor.counters.countGuard(.apiRateLimited)
                 throw APIError(429, "too many requests in all: at most \(configuration.apiRateLimitTotal) per "
                     + "second from all clients together; try again later")
             }
             if oversized { throw APIError(400, "the request is over 256 KiB") }
             guard let request else { throw APIError(400, "the request is not a JSON object") }
-            let (data, extra) = try await apiResult(method, request)
+            guard let handler = Self.byName[method] else {
+                throw APIError(404, "unknown method '\(method)'; methods: \(Agent.apiMethods.joined(separator: ", "))")
+            }
+            let (data, extra) = try await handler.answer(Call(agent: agent, request: request))
             reply["code"] = .integer(0)
             reply["data"] = data
             for (key, value) in extra { reply[key] = value }
@@ -152,87 +272,26 @@ extension Agent {
             counters.requestsRejected.add(1, ordering: .relaxed)
         }
         do {
-            try await client.publish(replyTo, payload: JSONValue.object(reply).serializedBytes(), qos: .atLeastOnce,
-                                     correlationData: message.correlationData)
+            try await agent.client.publish(replyTo, payload: JSONValue.object(reply).serializedBytes(),
+                                           qos: .atLeastOnce, correlationData: message.correlationData)
         } catch {
             logger.warning("could not send an API answer", metadata: ["topic": replyTo, "error": "\(error)"])
-        }
-    }
-
-    /// The answer's `data`, and fields beside it (`next` of a `devices` page).
-    private func apiResult(_ method: String, _ request: JSONObject) async throws -> (JSONValue, JSONObject) {
-        func device() throws -> String {
-            guard let id = request["device"]?.stringValue else { throw APIError(400, "'device' is missing") }
-            guard DeviceID.isValid(id) else { throw APIError(400, "'\(id)' is not a device id") }
-            return id
-        }
-        func known() throws -> (String, DeviceSnapshot) {
-            let id = try device()
-            guard let snapshot = cache.device(id) else { throw APIError(404, "unknown device '\(id)'") }
-            return (id, snapshot)
-        }
-        let now = Timestamp.now()
-        switch method {
-        case "health":
-            return (.object(health().json), [:])
-        case "info":
-            let (id, snapshot) = try known()
-            return (.object(snapshot.json(now: now, metadata: try? local?.metadata(id))), [:])
-        case "devices":
-            return try devicesPage(request, now: now)
-        case "set":
-            let id = try device()
-            guard let data = request["data"]?.objectValue, !data.isEmpty else {
-                throw APIError(400, "'data' must be a non-empty object of property codes and values")
-            }
-            let timeout = try Self.timeout(request["timeout"])
-            var values: [String: JSONValue] = [:]
-            for (code, value) in data { values[code] = value }
-            let outcome = await sendPropertySet(deviceId: id, values, timeout: timeout,
-                                                force: request["force"]?.boolValue ?? false)
-            return (.object(outcome.apiJSON), [:])
-        case "edit", "group", "network", "scenes", "links":
-            do {
-                if request["action"]?.stringValue == "list", let listed = try listLocal(method) { return (listed, [:]) }
-                guard let change = try LocalChange(method: method, request: request) else { throw APIError(404, method) }
-                return (try apply(change), [:])
-            } catch let error as EditError {
-                throw APIError(error.apiCode, error.description)
-            }
-        case "sceneList", "linkList":
-            // The listings alone, on topics of their own: an ACL can let a service read scenes and links without
-            // letting it change them (`scenes` and `links` also create and delete).
-            return (try listLocal(method == "sceneList" ? "scenes" : "links") ?? .null, [:])
-        case "groupSet":
-            return (try await apiGroupSet(request), [:])
-        case "remove":
-            let (id, _) = try known()
-            do {
-                return (.object(try await removeDevice(id).json), [:])
-            } catch let error as EditError {
-                throw APIError(404, error.description)
-            } catch {
-                throw APIError(503, "\(error)")
-            }
-        case "detail":
-            let (id, _) = try known()
-            return (try await apiDetail(id, request), [:])
-        case "firmware":
-            return (try apiFirmware(request), [:])
-        case "ota":
-            let (id, snapshot) = try known()
-            return (try await apiOTA(request, device: id, snapshot: snapshot), [:])
-        case "fetch", "wifiScan", "gateways", "transfer":
-            return (try await apiDeviceRequest(method, request, device: try device()), [:])
-        case "pair", "pairRevoke", "pairings":
-            return (try await apiPairing(method, request), [:])
-        default:
-            throw APIError(404, "unknown method '\(method)'; methods: \(Self.apiMethods.joined(separator: ", "))")
         }
     }
 }
 
 extension Agent {
+    /// `edit`, `group`, `network`, `scenes`, `links`: a `LocalChange` applied (or the `list` action answered).
+    func apiLocalChange(_ method: String, _ request: JSONObject) throws -> JSONValue {
+        do {
+            if request["action"]?.stringValue == "list", let listed = try listLocal(method) { return listed }
+            guard let change = try LocalChange(method: method, request: request) else { throw APIError(404, method) }
+            return try apply(change)
+        } catch let error as EditError {
+            throw APIError(error.apiCode, error.description)
+        }
+    }
+
     /// The `list` action of `scenes` and `links`: every scene or link (nil for the other methods).
     func listLocal(_ method: String) throws -> JSONValue? {
         switch method {

@@ -63,11 +63,6 @@ public final class Agent: Sendable {
     let cacheLock: CacheLock?
     /// The device-detail layout (`detailConfig`, or the built-in one).
     public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
-    /// The API's per-client request budget (`apiRateLimit`) and the rate of its warnings.
-    let apiRateLimiter: APIRateLimiter
-    /// The budget of all clients together (`apiRateLimitTotal`), one bucket.
-    let apiTotalRateLimiter: APIRateLimiter
-    let apiLogLimiter = LogRateLimiter()
     /// Pairings, activations and broker access; nil unless the daemon runs with `provisioning` on.
     let provisioning: Provisioning?
 
@@ -99,8 +94,6 @@ public final class Agent: Sendable {
         self.logger = logger
         reloadable = Mutex(try ReloadableSettings(configuration, role: role))
         topics = configuration.topics
-        apiRateLimiter = APIRateLimiter(rate: configuration.apiRateLimit)
-        apiTotalRateLimiter = APIRateLimiter(rate: configuration.apiRateLimitTotal)
         events = EventHub()
         let store: CacheStore?
         var cachedUpgrades: [OTAUpgrade] = []
@@ -326,7 +319,7 @@ public final class Agent: Sendable {
                                              counters: self.integration)
                 }
             }
-            if let apiQueue { group.addTask { await self.serveAPI(apiQueue) } }
+            if let apiQueue { group.addTask { await AgentAPI(agent: self, queue: apiQueue).run() } }
         }
         await stop()
     }

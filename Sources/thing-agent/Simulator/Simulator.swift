@@ -105,13 +105,20 @@ final class Simulator: Sendable {
         let start = clock.now + .seconds(options.ramp * Double(position) / Double(max(1, devices.count)))
         try? await clock.sleep(until: start)
         guard !Task.isCancelled, let connection = connectionOf[device.id] else { return }
-        do {
-            try await connection.attach(device)
-        } catch {
-            Console.error("simulate: \(device.id) cannot reach the broker: \(error)")
-            return
-        }
-        for publication in device.comingOnline(now: Timestamp.current) { await connection.publish(publication) }
+        // Coming online is one act, outside the run's cancellation: a device that connected announces all of it
+        // (information, status, properties) also when the run ends meanwhile (a short --duration under load);
+        // a cancelled publish would give up at once and leave the device half announced.
+        let up = await Task {
+            do {
+                try await connection.attach(device)
+            } catch {
+                Console.error("simulate: \(device.id) cannot reach the broker: \(error)")
+                return false
+            }
+            for publication in device.comingOnline(now: Timestamp.current) { await connection.publish(publication) }
+            return true
+        }.value
+        guard up else { return }
         stats.online.add(1, ordering: .relaxed)
         // Phases spread over the interval (golden ratio), so the fleet does not report in lockstep.
         let phase = (Double(device.plan.index) * 0.618_033_988_75).truncatingRemainder(dividingBy: 1)

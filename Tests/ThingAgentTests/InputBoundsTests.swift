@@ -46,9 +46,11 @@ struct InputBoundsTests {
         let path = directory + "/agent.json"
         try Data(#"{"keepAlive":1e300}"#.utf8).write(to: URL(fileURLWithPath: path))
         var configuration = AgentConfiguration()
-        #expect(throws: AgentConfiguration.Error(message: "\(path): 'keepAlive' has an invalid value 1e+300")) {
+        let expected = AgentConfiguration.Error(.agentConfig, source: path, key: "keepAlive", "invalid value 1e+300")
+        #expect(throws: expected) {
             try configuration.apply(file: path)
         }
+        #expect(expected.description == "config file \(path): keepAlive: invalid value 1e+300")
     }
 
     @Test func theAPITimeoutIsChecked() throws {

@@ -57,8 +57,10 @@ struct SceneFileTests {
     }
 
     @Test func missingFileIsAnErrorNamingIt() {
-        #expect(throws: Scenes.LoadError(file: "/nonexistent/scenes.json", reason: "cannot read the file")) {
+        #expect {
             try Scenes(file: "/nonexistent/scenes.json")
+        } throws: { error in
+            "\(error)".hasPrefix("scenes file /nonexistent/scenes.json: cannot read it")
         }
     }
 

@@ -10,7 +10,8 @@ struct ThingModelTests {
     let model: ThingModel
 
     init() throws {
-        model = try ThingModels.parse(Array(testLightModel.utf8), file: "test")
+        // The shipped light model with a stepped and a set-only property added (testLightModel).
+        model = try ThingModels.parse(Array(try testLightModel().utf8), file: "test")
     }
 
     func broken(_ values: [String: JSONValue]) -> ValidationError? {
@@ -112,18 +113,19 @@ struct ThingModelTests {
     @Test func directoryLoadingNamesTheBadFileAndRefusesDuplicateProducts() throws {
         let directory = try makeTemporaryDirectory("models")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try testLightModel.write(toFile: directory + "/a.json", atomically: true, encoding: .utf8)
+        let light = try shippedModel("p-light-1")
+        try light.write(toFile: directory + "/a.json", atomically: true, encoding: .utf8)
         try "not a model".write(toFile: directory + "/README.txt", atomically: true, encoding: .utf8)
         #expect(try ThingModels(directory: directory).model(for: "p-light-1") != nil)
 
-        try testLightModel.write(toFile: directory + "/b.json", atomically: true, encoding: .utf8)
-        #expect(throws: ThingModels.LoadError(file: directory + "/b.json",
-                                              reason: "product p-light-1 is already defined by \(directory)/a.json")) {
+        try light.write(toFile: directory + "/b.json", atomically: true, encoding: .utf8)
+        #expect(throws: ThingModels.LoadError(.thingModel, source: directory + "/b.json",
+                                              "product p-light-1 is already defined by \(directory)/a.json")) {
             try ThingModels(directory: directory)
         }
         try #"{"productId":"#.write(toFile: directory + "/b.json", atomically: true, encoding: .utf8)
         #expect(throws: ThingModels.LoadError.self) { try ThingModels(directory: directory) }
-        #expect(throws: ThingModels.LoadError(file: directory + "/missing", reason: "cannot read the directory")) {
+        #expect(throws: ThingModels.LoadError(.thingModel, source: directory + "/missing", "cannot read the directory")) {
             try ThingModels(directory: directory + "/missing")
         }
     }
@@ -137,16 +139,16 @@ struct ThingModelTests {
         var configuration = AgentConfiguration()
         configuration.database = directory + "/cache.sqlite"
         configuration.modelsDirectory = directory + "/models"
-        #expect(throws: ThingModels.LoadError(file: directory + "/models/broken.json",
-                                              reason: "a: type must be bool, value, enum or string")) {
+        #expect(throws: ThingModels.LoadError(.thingModel, source: directory + "/models/broken.json",
+                                              "a: type must be bool, value, enum or string")) {
             try Agent(configuration: configuration)
         }
-        configuration.modelsDirectory = repositoryRoot + "/Config/models"
+        configuration.modelsDirectory = shippedModelsDirectory()
         #expect(try Agent(configuration: configuration).models.byProduct.count == 4)
     }
 
     @Test func theShippedModelsLoad() throws {
-        let models = try ThingModels(directory: repositoryRoot + "/Config/models")
+        let models = try ThingModels(directory: shippedModelsDirectory())
         #expect(Set(models.byProduct.keys) == ["p-light-1", "p-plug-1", "p-gateway-1", "p-sensor-1"])
         let light = try #require(models.model(for: "p-light-1"))
         #expect(light.property("bright_value")?.kind == .value(min: 10, max: 1000, step: 1))

@@ -36,46 +36,36 @@ public struct DetailConfig: Sendable, Equatable {
         self.sections = sections
     }
 
-    public struct Error: Swift.Error, Sendable, CustomStringConvertible, Equatable {
-        public let message: String
-        public var description: String { message }
-    }
+    /// A layout that cannot be used: the file, the section or item, and why.
+    public typealias Error = ConfigError
 
     /// Reads a config file; every error names the file and the place in it.
     public init(file path: String) throws(Error) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw Error(message: "cannot read the detail config \(path)")
-        }
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse([UInt8](data))
-        } catch {
-            throw Error(message: "the detail config \(path) is not valid JSON: \(error)")
-        }
+        let root = try ConfigFile.read(path, .detailConfig)
         do {
             try self.init(json: root)
         } catch {
-            throw Error(message: "detail config \(path): \(error.message)")
+            throw error.from(path)
         }
     }
 
     public init(json root: JSONValue) throws(Error) {
-        guard let array = root.arrayValue else { throw Error(message: "the top level must be an array of sections") }
+        guard let array = root.arrayValue else { throw Error(.detailConfig, "the top level must be an array of sections") }
         var sections: [Section] = []
         for (index, value) in array.enumerated() {
-            guard let object = value.objectValue else { throw Error(message: "section \(index) is not an object") }
+            guard let object = value.objectValue else { throw Error(.detailConfig, "section \(index) is not an object") }
             guard let name = object["name"]?.stringValue, !name.isEmpty else {
-                throw Error(message: "section \(index) has no 'name'")
+                throw Error(.detailConfig, "section \(index) has no 'name'")
             }
             for key in object.keys where !["name", "header", "items", "margin"].contains(key) {
-                throw Error(message: "section '\(name)': unknown key '\(key)'")
+                throw Error(.detailConfig, "section '\(name)': unknown key '\(key)'")
             }
             var header: Item?
             if let value = object["header"], !value.isNull {
                 header = try Self.item(value, where: "section '\(name)' header")
             }
             guard let items = object["items"]?.arrayValue else {
-                throw Error(message: "section '\(name)' has no 'items' array")
+                throw Error(.detailConfig, "section '\(name)' has no 'items' array")
             }
             var parsed: [Item] = []
             for (position, item) in items.enumerated() {
@@ -83,7 +73,7 @@ public struct DetailConfig: Sendable, Equatable {
             }
             let margin = object["margin"]?.objectValue
             if let value = object["margin"], !value.isNull, margin == nil {
-                throw Error(message: "section '\(name)': 'margin' must be an object")
+                throw Error(.detailConfig, "section '\(name)': 'margin' must be an object")
             }
             sections.append(Section(name: name, header: header, items: parsed, margin: margin))
         }
@@ -92,7 +82,7 @@ public struct DetailConfig: Sendable, Equatable {
 
     private static func item(_ value: JSONValue, where place: String) throws(Error) -> Item {
         guard var object = value.objectValue, let type = object["cellType"]?.stringValue, !type.isEmpty else {
-            throw Error(message: "\(place) needs a 'cellType' string")
+            throw Error(.detailConfig, "\(place) needs a 'cellType' string")
         }
         _ = object.removeValue(forKey: "cellType")
         return Item(cellType: type, options: object)

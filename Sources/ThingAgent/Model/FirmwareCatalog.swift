@@ -32,31 +32,21 @@ public struct FirmwareCatalog: Sendable, Equatable {
         productId.flatMap { byProduct[$0] }
     }
 
-    public struct Error: Swift.Error, Sendable, CustomStringConvertible, Equatable {
-        public let message: String
-        public var description: String { message }
-    }
+    /// A catalog that cannot be used: the file, the product, and why.
+    public typealias Error = ConfigError
 
     /// Reads a catalog file; every error names the file and the product.
     public init(file path: String) throws(Error) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw Error(message: "cannot read the firmware catalog \(path)")
-        }
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse([UInt8](data))
-        } catch {
-            throw Error(message: "the firmware catalog \(path) is not valid JSON: \(error)")
-        }
+        let root = try ConfigFile.read(path, .firmwareCatalog)
         do {
             try self.init(json: root)
         } catch {
-            throw Error(message: "firmware catalog \(path): \(error.message)")
+            throw error.from(path)
         }
     }
 
     public init(json root: JSONValue) throws(Error) {
-        guard let object = root.objectValue else { throw Error(message: "the top level must be an object of products") }
+        guard let object = root.objectValue else { throw Error(.firmwareCatalog, "the top level must be an object of products") }
         var images: [String: Image] = [:]
         for (product, entry) in object {
             images[product] = try Self.image(entry, product: product)
@@ -65,7 +55,7 @@ public struct FirmwareCatalog: Sendable, Equatable {
     }
 
     private static func image(_ value: JSONValue, product: String) throws(Error) -> Image {
-        func fail(_ reason: String) -> Error { Error(message: "product '\(product)': \(reason)") }
+        func fail(_ reason: String) -> Error { Error(.firmwareCatalog, key: "product '\(product)'", reason) }
         guard let entry = value.objectValue else { throw fail("must be an object") }
         for key in entry.keys where !["version", "url", "sha256", "size", "notes"].contains(key) {
             throw fail("unknown key '\(key)'")

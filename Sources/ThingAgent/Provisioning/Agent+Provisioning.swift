@@ -296,12 +296,12 @@ extension Agent {
     static func makeProvisioning(_ configuration: AgentConfiguration, cache: DeviceCache, logger: AgentLogger,
                                  clientID: String? = nil, timeout: Duration? = nil) throws -> Provisioning {
         guard let user = configuration.username else {
-            throw AgentConfiguration.Error(message: "provisioning needs the agent's broker user (username), the "
+            throw AgentConfiguration.Error(.setting, "provisioning needs the agent's broker user (username), the "
                                            + "dynamic-security plugin's admin")
         }
         // A service role on the agent's own user (or the CLI's) would lock the agent out of its own broker.
         if let wrong = configuration.serviceUsers.first(where: { $0 == user || $0 == AccessPolicy.cliUser }) {
-            throw AgentConfiguration.Error(message: "serviceUsers must not list '\(wrong)': it is the agent's or the "
+            throw AgentConfiguration.Error(.setting, "serviceUsers must not list '\(wrong)': it is the agent's or the "
                                            + "operators' CLI broker user, not a service's")
         }
         var mqtt = configuration.mqtt(clientID: (clientID ?? configuration.clientID) + "-access")

@@ -28,7 +28,7 @@ extension Scene {
             entry = .object(object)
         }
         do {
-            self = try Scenes.parseScene(entry, index: 0) { Scenes.LoadError(file: "", reason: $0) }
+            self = try Scenes.parseScene(entry, index: 0) { Scenes.LoadError(.scenes, $0) }
         } catch {
             throw .invalid(error.reason)
         }

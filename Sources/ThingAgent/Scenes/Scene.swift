@@ -38,29 +38,18 @@ public struct Scenes: Sendable, Equatable {
         all.first { $0.name == name }
     }
 
-    public struct LoadError: Error, Sendable, CustomStringConvertible, Equatable {
-        public var file: String
-        public var reason: String
-        public var description: String { "scenes file \(file): \(reason)" }
-    }
+    /// A scenes file that cannot be used: the file, the scene, and why.
+    public typealias LoadError = ConfigError
 
     /// Reads and checks a scenes file; anything wrong is an error naming the file and the scene.
     public init(file path: String) throws(LoadError) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw LoadError(file: path, reason: "cannot read the file")
-        }
-        self = try Self.parse([UInt8](data), file: path)
+        self = try Self.parse(try ConfigFile.bytes(path, .scenes), file: path)
     }
 
     /// Parses a scenes file's contents. Unknown keys are errors, so a misspelt key is not silently ignored.
     public static func parse(_ bytes: [UInt8], file: String) throws(LoadError) -> Scenes {
-        func fail(_ reason: String) -> LoadError { LoadError(file: file, reason: reason) }
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse(bytes)
-        } catch {
-            throw fail("not valid JSON: \(error)")
-        }
+        func fail(_ reason: String) -> LoadError { LoadError(.scenes, source: file, reason) }
+        let root = try ConfigFile.json(bytes, .scenes, source: file)
         guard let object = root.objectValue, let list = object["scenes"]?.arrayValue else {
             throw fail("needs an object with a 'scenes' array")
         }

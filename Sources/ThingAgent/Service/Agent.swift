@@ -249,7 +249,7 @@ public final class Agent: Sendable {
             return Journal.initialCapacity
         }
         guard let size = Int(text), size >= 64 << 10, size <= 1 << 40 else {
-            throw AgentConfiguration.Error(message: "THING_AGENT_JOURNAL_SIZE: invalid value '\(text)' "
+            throw AgentConfiguration.Error(.setting, source: "THING_AGENT_JOURNAL_SIZE", "invalid value '\(text)' "
                                            + "(bytes, at least 65536)")
         }
         return size

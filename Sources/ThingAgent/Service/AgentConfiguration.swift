@@ -120,10 +120,8 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     // MARK: loading
 
-    public struct Error: Swift.Error, Sendable, CustomStringConvertible, Equatable {
-        public let message: String
-        public var description: String { message }
-    }
+    /// What a file, variable or flag that cannot be used throws: it names the source, the key and the reason.
+    public typealias Error = ConfigError
 
     /// The keys of the JSON file, each with how to apply a value; the environment and flags use the same table.
     static let keys: [(key: String, env: String, apply: @Sendable (inout AgentConfiguration, JSONValue) -> Bool)] = [
@@ -263,27 +261,19 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     /// Applies a JSON config file. Unknown keys and wrong types are errors that name the key.
     public mutating func apply(file path: String) throws(Error) {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw Error(message: "cannot read the config file \(path)")
-        }
-        try apply(contents: [UInt8](data), file: path)
+        try apply(contents: try ConfigFile.bytes(path, .agentConfig), file: path)
     }
 
     /// Applies the text of a JSON config file (`file` names it in errors).
     mutating func apply(contents: [UInt8], file path: String) throws(Error) {
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse(contents)
-        } catch {
-            throw Error(message: "the config file \(path) is not valid JSON: \(error)")
-        }
-        guard let object = root.objectValue else { throw Error(message: "the config file \(path) is not a JSON object") }
+        let root = try ConfigFile.json(contents, .agentConfig, source: path)
+        guard let object = root.objectValue else { throw Error(.agentConfig, source: path, "not a JSON object") }
         for (key, value) in object {
             guard let entry = Self.keys.first(where: { $0.key == key }) else {
-                throw Error(message: "\(path): unknown key '\(key)'")
+                throw Error(.agentConfig, source: path, key: key, "unknown key")
             }
             guard entry.apply(&self, value) else {
-                throw Error(message: "\(path): '\(key)' has an invalid value \(value.serialized())")
+                throw Error(.agentConfig, source: path, key: key, "invalid value \(value.serialized())")
             }
         }
     }
@@ -294,7 +284,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// topics of one gateway's devices to another on that gateway's word alone.
     public func checkCombinations() throws(Error) {
         if trustForeignTransfers && provisioning {
-            throw Error(message: "trustForeignTransfers and provisioning cannot both be on: with provisioning a "
+            throw Error(.setting, "trustForeignTransfers and provisioning cannot both be on: with provisioning a "
                         + "finished replacement also moves the sub-devices' broker access, so only a transfer "
                         + "started through this agent may move them (set trustForeignTransfers to false)")
         }
@@ -311,7 +301,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// Applies one setting given as text (an environment variable or a flag): numbers and booleans are parsed.
     public mutating func apply(key: String, text: String, source: String) throws(Error) {
         guard let entry = Self.keys.first(where: { $0.key == key }) else {
-            throw Error(message: "unknown setting '\(key)'")
+            throw Error(.setting, source: source, "unknown setting '\(key)'")
         }
         let value: JSONValue = switch text {
         case "true", "on", "yes": .bool(true)
@@ -320,7 +310,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         }
         // Strings that look like numbers (a client id "42") still work for string settings.
         if !entry.apply(&self, value), !entry.apply(&self, .string(text)) {
-            throw Error(message: "\(source): invalid value '\(text)'")
+            throw Error(.setting, source: source, key: key, "invalid value '\(text)'")
         }
     }
 

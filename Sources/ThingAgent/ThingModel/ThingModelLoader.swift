@@ -13,11 +13,8 @@ public struct ThingModels: Sendable {
         productId.flatMap { byProduct[$0] }
     }
 
-    public struct LoadError: Error, Sendable, CustomStringConvertible, Equatable {
-        public var file: String
-        public var reason: String
-        public var description: String { "thing model \(file): \(reason)" }
-    }
+    /// A model file (or directory) that cannot be used: the file, the property, and why.
+    public typealias LoadError = ConfigError
 
     /// Loads every `*.json` file of `directory`. A file that is not a valid model is an error naming it.
     public init(directory: String) throws(LoadError) {
@@ -25,18 +22,15 @@ public struct ThingModels: Sendable {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory)
         } catch {
-            throw LoadError(file: directory, reason: "cannot read the directory")
+            throw LoadError(.thingModel, source: directory, "cannot read the directory")
         }
         var models: [ThingModel] = []
         var files: [String: String] = [:]
         for name in names.sorted() where name.hasSuffix(".json") {
             let path = directory + "/" + name
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw LoadError(file: path, reason: "cannot read the file")
-            }
-            let model = try Self.parse([UInt8](data), file: path)
+            let model = try Self.parse(try ConfigFile.bytes(path, .thingModel), file: path)
             if let other = files[model.productId] {
-                throw LoadError(file: path, reason: "product \(model.productId) is already defined by \(other)")
+                throw LoadError(.thingModel, source: path, "product \(model.productId) is already defined by \(other)")
             }
             files[model.productId] = path
             models.append(model)
@@ -46,13 +40,8 @@ public struct ThingModels: Sendable {
 
     /// Parses one model file's contents.
     public static func parse(_ bytes: [UInt8], file: String) throws(LoadError) -> ThingModel {
-        func fail(_ reason: String) -> LoadError { LoadError(file: file, reason: reason) }
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse(bytes)
-        } catch {
-            throw fail("not valid JSON: \(error)")
-        }
+        func fail(_ reason: String) -> LoadError { LoadError(.thingModel, source: file, reason) }
+        let root = try ConfigFile.json(bytes, .thingModel, source: file)
         guard let productId = root["productId"]?.stringValue, !productId.isEmpty else {
             throw fail("needs a 'productId' string")
         }

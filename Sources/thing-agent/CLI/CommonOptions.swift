@@ -40,7 +40,7 @@ enum CommonOptions {
             }
             try configuration.checkCombinations()
         } catch {
-            throw CommandFailure(code: .usage, message: error.message)
+            throw CommandFailure(code: .usage, message: error.description)
         }
         return configuration
     }

@@ -33,7 +33,7 @@ enum RunCommand: Command {
             do {
                 try configuration.apply(key: "metricsAddress", text: metrics, source: "--metrics")
             } catch {
-                throw CommandFailure(code: .usage, message: "\(error.message) (expected HOST:PORT, e.g. 127.0.0.1:9464)")
+                throw CommandFailure(code: .usage, message: "\(error.description) (expected HOST:PORT, e.g. 127.0.0.1:9464)")
             }
         }
         let logger = CommonOptions.logger(configuration)

@@ -42,7 +42,7 @@ enum SceneCommand: Command {
             do {
                 try configuration.apply(key: "scenesFile", text: file, source: "--scenes")
             } catch {
-                throw CommandFailure(code: .usage, message: error.message)
+                throw CommandFailure(code: .usage, message: error.description)
             }
         }
         try applyTimeout(arguments, to: &configuration)

@@ -44,11 +44,19 @@ let package = Package(
             swiftSettings: swift6
         ),
 
-        // Test support: a real mosquitto broker on a free loopback port, certificates, temp dirs.
-        .target(name: "TestSupport", dependencies: ["MQTT", "JSON"], path: "Tests/TestSupport", swiftSettings: swift6),
-        .testTarget(name: "JSONTests", dependencies: ["JSON"], swiftSettings: swift6),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "TestSupport"], swiftSettings: swift6),
+        // Test support: a real mosquitto broker on a free loopback port, certificates, temp dirs, an agent started
+        // on a broker (withAgent), the shipped thing models.
+        .target(
+            name: "TestSupport",
+            dependencies: ["MQTT", "JSON", "ThingAgent"],
+            path: "Tests/TestSupport",
+            swiftSettings: swift6
+        ),
+        // JSONTests and MQTTTests use ThingAgent's SeededGenerator (package access), the simulator's.
+        .testTarget(name: "JSONTests", dependencies: ["JSON", "ThingAgent", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "ThingAgent", "TestSupport"], swiftSettings: swift6),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "HTTPEndpointTests", dependencies: ["HTTPEndpoint", "TestSupport"], swiftSettings: swift6),
         .testTarget(name: "ThingAgentTests", dependencies: ["ThingAgent", "TestSupport"], swiftSettings: swift6),
         .testTarget(
             name: "EndToEndTests",

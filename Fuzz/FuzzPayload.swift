@@ -13,7 +13,7 @@ import JSON
 import MQTT
 @testable import ThingAgent
 
-private let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus, .unbind]
+private let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus, .otaProgress, .unbind]
     + RequestKind.allCases.map { .response($0) }
 
 /// One in-memory cache database for the whole run, emptied before each input.

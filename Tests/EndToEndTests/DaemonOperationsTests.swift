@@ -160,7 +160,7 @@ struct DaemonOperationsTests {
         try await withBroker { broker in
             let harness = try AgentHarness(broker: broker)
             let models = harness.directory + "/models"
-            try FileManager.default.copyItem(atPath: repositoryRoot() + "/Config/models", toPath: models)
+            try FileManager.default.copyItem(atPath: shippedModelsDirectory(), toPath: models)
             let scenes = harness.directory + "/scenes.json"
             try FileManager.default.copyItem(atPath: repositoryRoot() + "/Config/scenes.json", toPath: scenes)
             let config = harness.directory + "/agent.json"

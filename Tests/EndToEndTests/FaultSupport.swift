@@ -4,28 +4,15 @@ import MQTT
 import Synchronization
 import Testing
 import TestSupport
+import ThingAgent
 
 // Helpers of the fault-injection tests (FaultTests.swift): seeded randomness, the cache file seen through the
 // `sqlite3` shell, the journal read with the test's own reading of its format, and publishers that survive
 // broker crashes.
 
-/// SplitMix64: every random moment and input of the fault tests comes from one, so a failing run can be
-/// repeated with `THING_AGENT_FAULT_SEED=<seed> swift test --filter FaultTests`.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+/// Every random moment and input of the fault tests comes from the package's `SeededGenerator` (SplitMix64), so a
+/// failing run can be repeated with `THING_AGENT_FAULT_SEED=<seed> swift test --filter FaultTests`.
+extension SeededGenerator {
     /// The seed of one test: `THING_AGENT_FAULT_SEED` when set, otherwise a fixed one, so runs repeat.
     /// Mixed with the test's name so that tests do not share their random sequences.
     static func seed(for test: String) -> UInt64 {

@@ -3,6 +3,7 @@ import JSON
 import MQTT
 import Testing
 import TestSupport
+import ThingAgent
 
 /// Crashes and stops of the broker and of the agent while reports stream in: the real daemon, a real mosquitto,
 /// the cache file read back with the `sqlite3` shell. Random moments come from a seeded generator

@@ -1,5 +1,6 @@
 import Foundation
 import TestSupport
+import ThingAgent
 
 /// The messages of the hostile-input test: a corpus whose every message has a known outcome, and a seeded
 /// generator of random and mutated ones (docs/protocol.md's examples, bent) whose outcome is not known in advance.

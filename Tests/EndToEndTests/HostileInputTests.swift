@@ -3,6 +3,7 @@ import JSON
 import MQTT
 import Testing
 import TestSupport
+import ThingAgent
 
 /// Hostile input on the wire and unusable cache files on disk, against the real daemon. docs/faults.md says what
 /// each test proves.

@@ -22,7 +22,7 @@ struct ScenesGroupsLinksTests {
     /// A config naming the shipped models (and a scenes file when given), for the daemon and the CLI alike.
     static func config(_ harness: AgentHarness, scenes: String? = nil) throws -> [String] {
         let path = harness.directory + "/agent.json"
-        let models = TestSupport.repositoryRoot() + "/Config/models"
+        let models = shippedModelsDirectory()
         try #"{"modelsDirectory":"\#(models)"\#(scenes.map { #","scenesFile":"\#($0)""# } ?? "")}"#
             .write(toFile: path, atomically: true, encoding: .utf8)
         return ["--config", path]

@@ -10,14 +10,7 @@ struct SetCommandTests {
     static func writeLightModel(in directory: String) throws -> String {
         let models = directory + "/models"
         try FileManager.default.createDirectory(atPath: models, withIntermediateDirectories: true)
-        try """
-            {"productId":"p-light-1","properties":[
-              {"code":"switch_1","type":"bool","access":"rw"},
-              {"code":"bright_value","type":"value","min":10,"max":1000,"step":1,"access":"rw"},
-              {"code":"mode","type":"enum","range":["white","colour","scene"],"access":"rw"},
-              {"code":"temp_current","type":"value","min":-200,"max":1000,"access":"ro"},
-              {"code":"label","type":"string","maxlen":32,"access":"rw"}]}
-            """.write(toFile: models + "/p-light-1.json", atomically: true, encoding: .utf8)
+        try FileManager.default.copyItem(atPath: shippedModelPath("p-light-1"), toPath: models + "/p-light-1.json")
         return models
     }
 

@@ -9,9 +9,7 @@ import ThingAgent
 @Suite("Simulator plans")
 struct SimulatorPlanTests {
     @Test func theBuiltInModelsAreTheShippedOnes() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().path
-        let shipped = try ThingModels(directory: root + "/Config/models")
+        let shipped = try ThingModels(directory: shippedModelsDirectory())
         let builtIn = try BuiltinModels.load(directory: nil)
         for product in [BuiltinModels.light, BuiltinModels.gateway, BuiltinModels.sensor] {
             #expect(builtIn.model(for: product) == shipped.model(for: product), "\(product) differs from Config/models")

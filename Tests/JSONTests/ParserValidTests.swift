@@ -15,6 +15,18 @@ struct ParserValidTests {
 
     @Test("every valid form round-trips", arguments: validForms)
     func roundTrip(_ text: String) throws {
+        try checkRoundTrip(text)
+    }
+
+    /// The shipped thing models, as read from their files.
+    @Test func theShippedThingModelsRoundTrip() throws {
+        let models = try shippedModelTexts()
+        for text in models { try checkRoundTrip(text) }
+        let products = try models.map { try JSONParser.parse($0)["productId"]?.stringValue }
+        #expect(products.contains("p-light-1"), "\(products)")
+    }
+
+    func checkRoundTrip(_ text: String) throws {
         let value = try JSONParser.parse(text)
         let compact = value.serialized()
         let reparsed = try JSONParser.parse(compact)

@@ -1,9 +1,10 @@
 import JSON
 import Testing
+import ThingAgent
 
 /// Random values (seeded) for round-trip testing.
 struct ValueGenerator {
-    var rng: SeededRandom
+    var rng: SeededGenerator
 
     static let scalarPool: [Unicode.Scalar] = {
         var pool: [Unicode.Scalar] = []
@@ -74,7 +75,7 @@ struct ValueGenerator {
 struct RandomizedTests {
     @Test("random values serialize and parse back equal")
     func randomRoundTrip() throws {
-        var generator = ValueGenerator(rng: SeededRandom(seed: 0x5EED_0001))
+        var generator = ValueGenerator(rng: SeededGenerator(seed: 0x5EED_0001))
         for round in 0 ..< 4000 {
             let value = generator.value()
             let text = value.serialized()
@@ -89,7 +90,7 @@ struct RandomizedTests {
 
     @Test("random strings survive escaping and unescaping")
     func randomStrings() throws {
-        var generator = ValueGenerator(rng: SeededRandom(seed: 0x5EED_0002))
+        var generator = ValueGenerator(rng: SeededGenerator(seed: 0x5EED_0002))
         for _ in 0 ..< 3000 {
             let s = generator.string()
             let back = try JSONParser.parse(JSONValue.string(s).serialized())
@@ -105,8 +106,8 @@ struct RandomizedTests {
 
     @Test("mutated payloads never crash; whatever parses round-trips")
     func randomMutations() throws {
-        var rng = SeededRandom(seed: 0x5EED_0003)
-        let seeds = protocolPayloads.map { Array($0.utf8) }
+        var rng = SeededGenerator(seed: 0x5EED_0003)
+        let seeds = (protocolPayloads + (try shippedModelTexts())).map { Array($0.utf8) }
         let interesting: [UInt8] = Array("{}[],:\"\\0123456789-+.eEtrufalsn \t\r\n/u".utf8)
             + [0x00, 0x01, 0x1F, 0x7F, 0x80, 0xBF, 0xC0, 0xC3, 0xE0, 0xED, 0xF0, 0xF4, 0xF5, 0xFF]
         var accepted = 0
@@ -145,7 +146,7 @@ struct RandomizedTests {
 
     @Test("random bytes never crash")
     func randomBytes() {
-        var rng = SeededRandom(seed: 0x5EED_0004)
+        var rng = SeededGenerator(seed: 0x5EED_0004)
         let alphabet: [UInt8] = Array("{}[],:\"\\0123456789-.etrufalsn ".utf8) + [0x80, 0xC3, 0xE2, 0xF0, 0xFF, 0x00]
         for _ in 0 ..< 4000 {
             let n = Int.random(in: 0 ... 40, using: &rng)

@@ -1,22 +1,7 @@
+import Foundation
 import JSON
 import Testing
-
-/// SplitMix64: a small, fast, seedable generator so randomized tests are reproducible.
-struct SeededRandom: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+import TestSupport
 
 /// Parses and returns the error, or nil when the input was accepted.
 func parseError(_ bytes: [UInt8], maxDepth: Int = JSONParser.defaultMaxDepth) -> JSONError? {
@@ -32,7 +17,8 @@ func parseError(_ text: String, maxDepth: Int = JSONParser.defaultMaxDepth) -> J
     parseError(Array(text.utf8), maxDepth: maxDepth)
 }
 
-/// The payloads of the device protocol (docs/protocol.md), used as round-trip and mutation seeds.
+/// The payloads of the device protocol (docs/protocol.md), used as round-trip and mutation seeds. The thing models
+/// are the shipped files themselves (`shippedModelTexts()`).
 let protocolPayloads: [String] = [
     #"{"msgId":"45lkj3551234","time":1764450000000,"data":{"switch_1":{"value":true,"time":1764450000000},"bright_value":{"value":800,"time":1764450000000},"mode":"white"}}"#,
     #"{"time":1764450000000,"status":"online"}"#,
@@ -53,13 +39,12 @@ let protocolPayloads: [String] = [
     #"{"msgId":"a3","time":1764450000000,"data":{}}"#,
     #"{"msgId":"a3","time":1764450000900,"code":0,"data":[{"ssid":"OS_BASE_2G","rssi":-45,"sec":5},{"ssid":"We","rssi":-52,"sec":5}]}"#,
     #"{"msgId":"a4","time":1764450000000,"data":{"targetDeviceId":"gwOld"}}"#,
-    #"""
-    {"productId":"p-light-1","properties":[
-      {"code":"switch_1","type":"bool","access":"rw"},
-      {"code":"bright_value","type":"value","min":10,"max":1000,"step":1,"access":"rw"},
-      {"code":"mode","type":"enum","range":["white","colour","scene"],"access":"rw"},
-      {"code":"temp_current","type":"value","min":-200,"max":1000,"access":"ro"},
-      {"code":"label","type":"string","maxlen":32,"access":"rw"}]}
-    """#,
     #"{"label":"caf\u00e9 \ud83d\ude00 \"q\" \\ \/ \n","t":-12.5e-3,"big":12345678901234567890,"u":"日本語 ✓"}"#,
 ]
+
+/// The thing models that ship (Config/models/*.json), each as its file's text: parser input as the agent reads it.
+func shippedModelTexts() throws -> [String] {
+    let files = try FileManager.default.contentsOfDirectory(atPath: shippedModelsDirectory())
+        .filter { $0.hasSuffix(".json") }.sorted()
+    return try files.map { try shippedModel(String($0.dropLast(".json".count))) }
+}

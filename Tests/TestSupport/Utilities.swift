@@ -77,7 +77,7 @@ private func kernelPickedPort() throws -> Int {
 }
 
 /// True when something accepts TCP connections on 127.0.0.1:port.
-func loopbackPortAccepts(_ port: Int) -> Bool {
+public func loopbackPortAccepts(_ port: Int) -> Bool {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { return false }
     defer { close(fd) }

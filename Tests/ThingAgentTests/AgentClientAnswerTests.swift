@@ -15,7 +15,7 @@ struct AgentClientAnswerTests {
         try await withBroker { broker in
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let configuration = AgentTests.configuration(broker, directory: directory)
+            let configuration = agentConfiguration(broker, directory: directory)
             let stallTimeout = Mutex<JSONValue>(.integer(120))
             let daemon = try await Self.fakeDaemon(configuration) { stallTimeout.withLock { $0 } }
             let client = try AgentClient(configuration: configuration)

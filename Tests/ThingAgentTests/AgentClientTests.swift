@@ -46,7 +46,7 @@ struct AgentClientTests {
     @Test(.timeLimit(.minutes(1)))
     func aClientFollowsOneDevicesEventsFromTheDaemonsFeed() async throws {
         try await withBroker { broker in
-            try await AgentTests.withAgent(broker) { daemon, _ in
+            try await withAgent(broker) { daemon in
                 let client = try AgentClient(configuration: daemon.configuration)
                 try await client.connect()
                 let events = try await client.events(device: "lamp", kinds: [.properties, .status])
@@ -82,7 +82,7 @@ struct AgentClientTests {
     @Test(.timeLimit(.minutes(1)))
     func requestsGoThroughTheDaemonAndReadsComeFromTheFile() async throws {
         try await withBroker { broker in
-            try await AgentTests.withAgent(broker) { daemon, _ in
+            try await withAgent(broker) { daemon in
                 let lamp = try SimulatedDevice("lamp", brokerURL: broker.url)
                 try await lamp.connect()
                 try await lamp.info(#"{"name":"Lamp","abilities":["wifiList"]}"#, time: t0)

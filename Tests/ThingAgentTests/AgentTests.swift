@@ -8,32 +8,13 @@ import TestSupport
 /// The library API in process, against a real broker and a real cache file.
 @Suite("Agent library API", .serialized)
 struct AgentTests {
-    static func configuration(_ broker: MosquittoBroker, directory: String, grace: Double = 30) -> AgentConfiguration {
-        var configuration = AgentConfiguration()
-        configuration.broker = broker.url
-        configuration.database = directory + "/cache.sqlite"
-        configuration.clientID = "lib-\(UInt32.random(in: 0...UInt32.max))"
-        configuration.offlineGracePeriod = .seconds(grace)
-        configuration.requestTimeout = .seconds(2)
-        return configuration
-    }
-
-    /// Runs `body` with a started agent, stopping it afterwards.
-    static func withAgent(_ broker: MosquittoBroker, grace: Double = 30,
-                          _ body: (Agent, String) async throws -> Void) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        let agent = try Agent(configuration: configuration(broker, directory: directory, grace: grace))
-        try await agent.whileRunning { agent in try await body(agent, directory) }
-    }
-
     /// An embedded agent takes the cache's lock, as the daemon does: a second one on the same file is refused with
     /// the holder named, before it replays or writes anything; once the first has stopped, the file is free.
     @Test(.timeLimit(.minutes(1)))
     func anEmbeddedAgentTakesTheCacheLockAndASecondIsRefused() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { first, directory in
-                var second = Self.configuration(broker, directory: directory)
+            try await withAgent(broker) { first, directory in
+                var second = agentConfiguration(broker, directory: directory)
                 second.clientID = "dashboard"
                 #expect {
                     _ = try Agent(configuration: second)
@@ -48,7 +29,7 @@ struct AgentTests {
             }
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let configuration = Self.configuration(broker, directory: directory)
+            let configuration = agentConfiguration(broker, directory: directory)
             let running = try Agent(configuration: configuration)
             let task = Task { try await running.run() }
             try await running.waitUntilConnected(timeout: .seconds(10))
@@ -62,7 +43,7 @@ struct AgentTests {
     @Test(.timeLimit(.minutes(1)))
     func deviceInfoIsInstantAndFetchDataUpdatesIt() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let manager = DeviceInfoManager(deviceId: "bf12ab", agent: agent)
                 #expect(manager.deviceInfo == nil)
                 let device = try SimulatedDevice("bf12ab", brokerURL: broker.url)
@@ -86,7 +67,7 @@ struct AgentTests {
     @Test(.timeLimit(.minutes(1)))
     func fetchDataFailsAtOnceWhenOfflineAndTimesOutWhenSilent() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let device = try SimulatedDevice("quiet", brokerURL: broker.url)
                 try await device.connect()
                 try await device.status(true, time: t0)
@@ -128,7 +109,7 @@ struct AgentTests {
     @Test(.timeLimit(.minutes(1)))
     func wifiSignalListenersHearUpdatesUntilRemovedOrReleased() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 // The agent's own listeners (the event publisher) stay registered.
                 let baseline = agent.events.listenerCount
                 let manager = DeviceInfoManager(deviceId: "sig", agent: agent)
@@ -164,7 +145,7 @@ struct AgentTests {
     @Test(.timeLimit(.minutes(1)))
     func theSameListenerAddedTwiceHearsEveryUpdateOnce() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let baseline = agent.events.listenerCount
                 let manager = DeviceInfoManager(deviceId: "twice", agent: agent)
                 let log = SignalLog()
@@ -190,7 +171,7 @@ struct AgentTests {
     @Test(.timeLimit(.minutes(1)))
     func aReleasedListenerReplacedByANewOneLeavesTheNewOneHearing() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let manager = DeviceInfoManager(deviceId: "reuse", agent: agent)
                 let oldLog = SignalLog(), newLog = SignalLog()
                 var old: SignalRecorder? = SignalRecorder(oldLog)
@@ -239,7 +220,7 @@ struct AgentTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let handler = RecordingLogHandler()
             let logger = AgentLogger(label: "fleet", level: .info, handler: handler)
-            let agent = try Agent(configuration: Self.configuration(broker, directory: directory), logger: logger)
+            let agent = try Agent(configuration: agentConfiguration(broker, directory: directory), logger: logger)
             let running = Task { try await agent.run() }
             // Subscribed, not only connected: a report published before the SUBACK would not reach it.
             try await waitUntil(timeout: .seconds(30)) { handler.all.contains { $0.message == "connected and subscribed" } }
@@ -262,7 +243,7 @@ struct AgentTests {
     @Test(.timeLimit(.minutes(1)))
     func slowListenerNeverBlocksIngestOrOthers() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let blocked = Mutex(false)
                 let stuck = agent.events.addListener(kinds: .properties, queueLimit: 8) { _ in
                     blocked.withLock { $0 = true }
@@ -292,7 +273,7 @@ struct AgentTests {
     func offlineWarningAfterTheGracePeriodAndNotBefore() async throws {
         let grace = 1.5
         try await withBroker { broker in
-            try await Self.withAgent(broker, grace: grace) { agent, _ in
+            try await withAgent(broker, configure: { $0.offlineGracePeriod = .seconds(grace) }) { agent in
                 // Each warning with the wall time it arrived, to compare with the agent's offline time.
                 let warnings = Mutex<[(id: String, offlineSince: Int64, heardAt: Int64)]>([])
                 let listener = agent.events.addListener(kinds: .offlineWarning) { event in
@@ -340,7 +321,7 @@ struct AgentTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try await withBroker { broker in
-            var configuration = Self.configuration(broker, directory: directory)
+            var configuration = agentConfiguration(broker, directory: directory)
             configuration.clientID = "restart-test"
             let agent = try Agent(configuration: configuration)
             let running = try await agent.runUntilSubscribed()

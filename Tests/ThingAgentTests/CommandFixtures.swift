@@ -4,17 +4,20 @@ import Synchronization
 import TestSupport
 @testable import ThingAgent
 
-/// docs/protocol.md's example model, plus a stepped value and a set-only property so that every rule can be tested.
-let testLightModel = """
-    {"productId":"p-light-1","properties":[
-      {"code":"switch_1","type":"bool","access":"rw"},
-      {"code":"bright_value","type":"value","min":10,"max":1000,"step":1,"access":"rw"},
-      {"code":"mode","type":"enum","range":["white","colour","scene"],"access":"rw"},
-      {"code":"temp_current","type":"value","min":-200,"max":1000,"access":"ro"},
-      {"code":"label","type":"string","maxlen":32,"access":"rw"},
-      {"code":"colour_temp","type":"value","min":0,"max":1000,"step":10,"access":"rw"},
-      {"code":"reset","type":"bool","access":"wo"}]}
-    """
+/// The shipped light model (Config/models/p-light-1.json, docs/protocol.md's example) plus two properties it lacks,
+/// so that every rule can be tested: a stepped value (`colour_temp`, step 10) and a set-only property (`reset`,
+/// access wo). Deliberately not the shipped model alone; the tests that need neither property use that one
+/// (`shippedModel("p-light-1")`).
+func testLightModel() throws -> String {
+    guard var model = try JSONParser.parse(try shippedModel("p-light-1")).objectValue,
+          let properties = model["properties"]?.arrayValue
+    else { throw TestSupportError("Config/models/p-light-1.json is not a thing model") }
+    model["properties"] = .array(properties + [
+        ["code": "colour_temp", "type": "value", "min": 0, "max": 1000, "step": 10, "access": "rw"],
+        ["code": "reset", "type": "bool", "access": "wo"],
+    ])
+    return JSONValue.object(model).serialized()
+}
 
 /// Log lines written during a test.
 final class LogCapture: Sendable {
@@ -29,27 +32,8 @@ final class LogCapture: Sendable {
     }
 }
 
-/// An agent (service role) on a test broker with its cache and thing models in a temporary directory.
+/// Simulated devices for the tests that run an agent with `withAgent` (TestSupport).
 enum CommandFixture {
-    static func withAgent(
-        _ broker: MosquittoBroker, models: [String] = [], logger: AgentLogger = .disabled,
-        configure: (inout AgentConfiguration) -> Void = { _ in }, _ body: (Agent) async throws -> Void
-    ) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var configuration = AgentTests.configuration(broker, directory: directory)
-        if !models.isEmpty {
-            let modelsDirectory = directory + "/models"
-            try FileManager.default.createDirectory(atPath: modelsDirectory, withIntermediateDirectories: true)
-            for (index, model) in models.enumerated() {
-                try model.write(toFile: "\(modelsDirectory)/model\(index).json", atomically: true, encoding: .utf8)
-            }
-            configuration.modelsDirectory = modelsDirectory
-        }
-        configure(&configuration)
-        try await Agent(configuration: configuration, logger: logger).whileRunning(body)
-    }
-
     /// A connected simulated device, announced with `productId` (when given) and `online`, known to the agent.
     static func device(_ id: String, _ broker: MosquittoBroker, agent: Agent, productId: String? = nil,
                        online: Bool = true) async throws -> SimulatedDevice {

@@ -32,7 +32,8 @@ struct ConfigErrorTests {
 
     @Test func aMissingFileAndBrokenJSONAreSaidTheSameWayForEveryFile() throws {
         for (kind, load) in Self.loaders {
-            let directory = try makeTemporaryDirectory()
+            // As the loaders name it (the thing models' from the directory they list).
+            let directory = URL(fileURLWithPath: try makeTemporaryDirectory()).standardizedFileURL.path
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let path = directory + "/file.json"
             if kind != "thing model" {

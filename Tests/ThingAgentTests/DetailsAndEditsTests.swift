@@ -11,7 +11,7 @@ struct DetailsAndEditsTests {
     @Test(.timeLimit(.minutes(1)))
     func offlineWarningSwitchIsHonoured() async throws {
         try await withBroker { broker in
-            try await AgentTests.withAgent(broker, grace: 0.2) { agent, _ in
+            try await withAgent(broker, configure: { $0.offlineGracePeriod = .seconds(0.2) }) { agent in
                 let warnings = Mutex<[String]>([])
                 let listener = agent.events.addListener(kinds: .offlineWarning) { event in
                     warnings.withLock { $0.append(event.deviceId) }
@@ -42,7 +42,7 @@ struct DetailsAndEditsTests {
     @Test(.timeLimit(.minutes(1)))
     func localNameSurvivesInfoReportsAndRemovalForgetsTheDevice() async throws {
         try await withBroker { broker in
-            try await AgentTests.withAgent(broker) { agent, directory in
+            try await withAgent(broker) { agent, directory in
                 let device = try SimulatedDevice("tv", brokerURL: broker.url)
                 try await device.connect()
                 try await device.info(#"{"name":"TV","productId":"p-plug-1"}"#, time: t0)
@@ -86,7 +86,7 @@ struct DetailsAndEditsTests {
     @Test(.timeLimit(.minutes(1)))
     func customCellProvidersAndClicks() async throws {
         try await withBroker { broker in
-            try await AgentTests.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let device = try SimulatedDevice("fan", brokerURL: broker.url)
                 try await device.connect()
                 try await device.info(#"{"name":"Fan","productId":"p-plug-1","firmwareVersion":"1.2.0"}"#, time: t0)

@@ -15,7 +15,7 @@ struct EventFeedTests {
         try await withBroker { broker in
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            var configuration = AgentTests.configuration(broker, directory: directory)
+            var configuration = agentConfiguration(broker, directory: directory)
             configuration.eventsQoS = eventsQoS
             // Room for the whole burst: this checks order and completeness, not what a full queue drops.
             configuration.eventQueueLimit = 10 * count

@@ -8,21 +8,6 @@ import TestSupport
 /// Gateway replacement through the library, against a real broker and a real cache file.
 @Suite("Gateway transfer", .serialized)
 struct GatewayTransferTests {
-    /// Runs `body` with a started daemon-role agent whose configuration `adjust` may change.
-    static func withAgent(_ broker: MosquittoBroker, adjust: (inout AgentConfiguration) -> Void = { _ in },
-                          _ body: (Agent, String) async throws -> Void) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var configuration = AgentTests.configuration(broker, directory: directory)
-        adjust(&configuration)
-        let agent = try Agent(configuration: configuration)
-        let running = try await agent.runUntilSubscribed()
-        defer { running.cancel() }
-        try await body(agent, configuration.database)
-        running.cancel()
-        _ = try? await running.value
-    }
-
     /// Makes `gwNew` accept every transfer start with `code`.
     static func accept(_ fleet: GatewayFleet, code: Int = 0) async throws -> Task<Void, Never> {
         try await fleet.new.answer("gateway/transfer/start") { _ in
@@ -33,7 +18,7 @@ struct GatewayTransferTests {
     @Test(.timeLimit(.minutes(1)))
     func gatewaysAreTheSameProductInTheSameSpaceOfflineFirst() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let manager = GatewayTransferManager(deviceId: "gwNew", agent: agent)
@@ -52,7 +37,7 @@ struct GatewayTransferTests {
     @Test(.timeLimit(.minutes(1)))
     func preconditionsFailBeforeAnythingIsSent() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let spy = try await StartRequestSpy(broker)
@@ -95,7 +80,8 @@ struct GatewayTransferTests {
     @Test(.timeLimit(.minutes(1)))
     func finishRelinksSubDevicesInMemoryAndFileAndListenersHearEveryStage() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, database in
+            try await withAgent(broker) { agent in
+                let database = agent.configuration.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let answering = try await Self.accept(fleet)
@@ -160,7 +146,7 @@ struct GatewayTransferTests {
     @Test(.timeLimit(.minutes(1)))
     func refusalNamesTheCodeAndRecordsNothing() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let answering = try await Self.accept(fleet, code: 1006)
@@ -179,7 +165,8 @@ struct GatewayTransferTests {
     @Test(.timeLimit(.minutes(1)))
     func failedReportIsPersistedHeardAndMovesNothing() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent, database in
+            try await withAgent(broker) { agent in
+                let database = agent.configuration.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let answering = try await Self.accept(fleet)
@@ -209,7 +196,8 @@ struct GatewayTransferTests {
     @Test(.timeLimit(.minutes(1)))
     func stalledTransferEndsAsFailedWithTimeout() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker, adjust: { $0.transferStallTimeout = .milliseconds(500) }) { agent, database in
+            try await withAgent(broker, configure: { $0.transferStallTimeout = .milliseconds(500) }) { agent in
+                let database = agent.configuration.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let answering = try await Self.accept(fleet)
@@ -251,7 +239,7 @@ struct GatewayTransferTests {
         try await withBroker { broker in
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            var configuration = AgentTests.configuration(broker, directory: directory)
+            var configuration = agentConfiguration(broker, directory: directory)
             let database = configuration.database
             let fleet = try await GatewayFleet.start(broker)
             // A daemon caches the fleet, then stops: from then on commands write the file themselves.
@@ -294,7 +282,8 @@ struct GatewayTransferTests {
     @Test(.timeLimit(.minutes(1)))
     func requesterFollowingATransferNeverRollsBackTheDaemonsWrites() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { daemon, database in
+            try await withAgent(broker) { daemon in
+                let database = daemon.configuration.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: daemon)
                 let answering = try await Self.accept(fleet)
@@ -343,7 +332,7 @@ struct GatewayTransferTests {
         var options = MosquittoBroker.Options()
         options.extraConfig = "log_type unsubscribe"
         try await withBroker(options) { broker in
-            try await Self.withAgent(broker) { daemon, _ in
+            try await withAgent(broker) { daemon in
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: daemon)
                 let answering = try await Self.accept(fleet)

@@ -23,7 +23,7 @@ struct LinkBurstTests {
     @Test(.timeLimit(.minutes(2)))
     func rapidTogglesEndWithEveryMemberOnTheLastValueAndNothingSetBack() async throws {
         try await withBroker { broker in
-            try await LinkTests.withAgent(broker) { agent in
+            try await withAgent(broker, configure: useShippedModels) { agent in
                 let hall = try await LinkTests.device("hall", product: "p-light-1", broker)
                 let stairs = try await LinkTests.device("stairs", product: "p-light-1", broker)
                 let porch = try await LinkTests.device("porch", product: "p-plug-1", broker)
@@ -55,7 +55,7 @@ struct LinkBurstTests {
     @Test(.timeLimit(.minutes(2)))
     func aDimmerBurstEndsWithEveryMemberOnItsLastValue() async throws {
         try await withBroker { broker in
-            try await LinkTests.withAgent(broker) { agent in
+            try await withAgent(broker, configure: useShippedModels) { agent in
                 let ids = ["dimmer", "lamp", "spot"]
                 var followers: [SetFollower] = []
                 for id in ids {
@@ -90,7 +90,7 @@ struct LinkBurstTests {
     @Test(.timeLimit(.minutes(2)))
     func anAcceptedSetNeverReportedDoesNotBlockTheMemberLater() async throws {
         try await withBroker { broker in
-            try await LinkTests.withAgent(broker) { agent in
+            try await withAgent(broker, configure: useShippedModels) { agent in
                 let wall = try await LinkTests.device("wall", product: "p-light-1", broker)
                 let locked = try await LinkTests.device("locked", product: "p-plug-1", broker, reports: false)
                 try await waitUntil(timeout: .seconds(20)) {
@@ -121,7 +121,7 @@ struct LinkBurstTests {
     @Test(.timeLimit(.minutes(2)))
     func numbersAreComparedByValue() async throws {
         try await withBroker { broker in
-            try await LinkTests.withAgent(broker) { agent in
+            try await withAgent(broker, configure: useShippedModels) { agent in
                 let whole = try await LinkTests.device("whole", product: "p-light-1",
                                                        properties: #"{"bright_value":100}"#, broker)
                 let halves = try await LinkTests.device("halves", product: "p-light-1",

@@ -7,20 +7,6 @@ import TestSupport
 /// Multi-control links through the library: a daemon-role agent, devices on a real broker, a real cache file.
 @Suite("Multi-control links", .serialized)
 struct LinkTests {
-    static func withAgent(_ broker: MosquittoBroker, directory given: String? = nil,
-                          _ body: (Agent) async throws -> Void) async throws {
-        let directory: String
-        if let given { directory = given } else { directory = try makeTemporaryDirectory() }
-        var configuration = AgentTests.configuration(broker, directory: directory)
-        configuration.modelsDirectory = TestSupport.repositoryRoot() + "/Config/models"
-        let agent = try Agent(configuration: configuration)
-        let running = try await agent.runUntilSubscribed()
-        defer { running.cancel() }
-        try await body(agent)
-        running.cancel()
-        _ = try? await running.value
-    }
-
     /// A device of `product`, online, with `properties` reported at t0, that follows the sets it gets.
     static func device(_ id: String, product: String, properties: String? = #"{"switch_1":false}"#,
                        _ broker: MosquittoBroker, reports: Bool = true, reportFirst: Bool = false,
@@ -55,7 +41,7 @@ struct LinkTests {
     @Test(.timeLimit(.minutes(2)))
     func aChangeReachesEveryOtherMemberOnceAndTheirAnswersTriggerNothing() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent in
+            try await withAgent(broker, configure: useShippedModels) { agent in
                 let hall = try await Self.device("hall", product: "p-light-1", broker)
                 let stairs = try await Self.device("stairs", product: "p-light-1", broker)
                 let socket = try await Self.device("socket", product: "p-plug-1", broker)
@@ -106,7 +92,7 @@ struct LinkTests {
     @Test(.timeLimit(.minutes(2)))
     func theEchoOfTheLinksOwnSetIsNotPropagatedAndTheFirstReportEverIsNot() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent in
+            try await withAgent(broker, configure: useShippedModels) { agent in
                 // `porch` has never reported switch_1: its first report is not a change.
                 let porch = try await Self.device("porch", product: "p-light-1", properties: nil, broker)
                 let garden = try await Self.device("garden", product: "p-light-1", broker, reportFirst: true)
@@ -142,7 +128,7 @@ struct LinkTests {
     func offlineMembersAndValuesOutsideAMembersRangeAreSkippedCountedAndPublished() async throws {
         try await withBroker { broker in
             let feed = try await TopicRecorder.start(broker.url, filter: "thing-agent/events/+/link")
-            try await Self.withAgent(broker) { agent in
+            try await withAgent(broker, configure: useShippedModels) { agent in
                 let dimmer = try await Self.device("dimmer", product: "p-light-1", properties: #"{"bright_value":100}"#, broker)
                 let away = try await Self.device("away", product: "p-light-1", properties: #"{"bright_value":100}"#, broker)
                 let timer = try await Self.device("timer", product: "p-plug-1", properties: #"{"countdown_1":0}"#, broker)
@@ -183,7 +169,7 @@ struct LinkTests {
     @Test(.timeLimit(.minutes(2)))
     func incompatibleCodesAreRefusedAtCreateAndNothingIsKept() async throws {
         try await withBroker { broker in
-            try await Self.withAgent(broker) { agent in
+            try await withAgent(broker, configure: useShippedModels) { agent in
                 let lamp = try await Self.device("lamp", product: "p-light-1", broker)
                 let plug = try await Self.device("plug", product: "p-plug-1", broker)
                 let bare = try SimulatedDevice("bare", brokerURL: broker.url)
@@ -256,13 +242,13 @@ struct LinkTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let left = try await Self.device("left", product: "p-plug-1", broker)
             let right = try await Self.device("right", product: "p-plug-1", broker)
-            try await Self.withAgent(broker, directory: directory) { agent in
+            try await withAgent(broker, directory: directory, configure: useShippedModels) { agent in
                 // Info is retained and reached the agent; the earlier property reports did not.
                 try await waitUntil(timeout: .seconds(20)) { agent.cache.device("right")?.info.productId == "p-plug-1" }
                 try agent.createLink(DeviceLink(name: "pair", members: [DeviceLink.Member("left:child_lock")!,
                                                                         DeviceLink.Member("right:child_lock")!]))
             }
-            try await Self.withAgent(broker, directory: directory) { agent in
+            try await withAgent(broker, directory: directory, configure: useShippedModels) { agent in
                 #expect(try agent.links().map(\.name) == ["pair"])
                 try await left.device.properties(#"{"child_lock":false}"#, time: t0 + 5)
                 try await waitUntil(timeout: .seconds(20)) { Self.value(agent, "left", "child_lock") == false }

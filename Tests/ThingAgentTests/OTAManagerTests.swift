@@ -24,7 +24,7 @@ struct OTAManagerTests {
             let hash = String(repeating: "0f", count: 32)
             try #"{"p-light-1":{"version":"1.5.0","url":"https://fw.example/l","sha256":"\#(hash)"}}"#
                 .write(toFile: catalog, atomically: true, encoding: .utf8)
-            try await GatewayTransferTests.withAgent(broker, adjust: { $0.firmwareCatalog = catalog }) { agent, _ in
+            try await withAgent(broker, configure: { $0.firmwareCatalog = catalog }) { agent in
                 let events = try await TopicRecorder.start(broker.url, filter: "thing-agent/events/ota9/ota")
                 let device = try SimulatedDevice("ota9", brokerURL: broker.url)
                 try await device.connect()

@@ -13,7 +13,7 @@ struct OperationsTests {
         try await withBroker { broker in
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let agent = try Agent(configuration: AgentTests.configuration(broker, directory: directory))
+            let agent = try Agent(configuration: agentConfiguration(broker, directory: directory))
             #expect(!agent.isAlive(within: .seconds(5)), "nothing runs before start")
             try await agent.start()
             #expect(agent.isAlive(within: .seconds(5)))
@@ -32,7 +32,7 @@ struct OperationsTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let models = directory + "/models"
-        try FileManager.default.copyItem(atPath: TestSupport.repositoryRoot() + "/Config/models", toPath: models)
+        try FileManager.default.copyItem(atPath: shippedModelsDirectory(), toPath: models)
         var configuration = AgentConfiguration()
         configuration.database = directory + "/cache.sqlite"
         configuration.modelsDirectory = models

@@ -56,7 +56,7 @@ struct OperationsUnitTests {
     @Test("health: unhealthy while the last write to SQLite failed, healthy again after one succeeds")
     func flushCondition() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker) { agent in
+            try await withAgent(broker) { agent in
                 try await waitUntil { agent.health().healthy }
                 agent.flusher.status.failed()
                 let report = agent.health()
@@ -71,7 +71,7 @@ struct OperationsUnitTests {
     @Test("the cache's status tally follows devices as they come, change and go")
     func statusTally() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker) { agent in
+            try await withAgent(broker) { agent in
                 let message = StatisticsTests.message
                 agent.receive(message("things/t1/thing/properties", #"{"time":1764450000000,"data":{"a":1}}"#))
                 #expect(agent.cache.statusTally.counts == (0, 0, 1))

@@ -15,7 +15,7 @@ struct PropertySetTests {
     @Test(.timeLimit(.minutes(1)))
     func publishesTheExactPayloadAtQoS1AndReturnsTheAnswer() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker, models: [testLightModel]) { agent in
+            try await withAgent(broker, models: [shippedModel("p-light-1")]) { agent in
                 let device = try await CommandFixture.device("bf12ab", broker, agent: agent, productId: "p-light-1")
                 let answering = try await device.answer("properties/set") { _ in #""code":0"# }
                 let wire = try await TopicRecorder.start(broker.url, filter: Self.setTopics)
@@ -46,7 +46,7 @@ struct PropertySetTests {
     @Test(.timeLimit(.minutes(1)))
     func theCacheChangesOnlyWithTheDevicesNextReport() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker, models: [testLightModel]) { agent in
+            try await withAgent(broker, models: [shippedModel("p-light-1")]) { agent in
                 let device = try await CommandFixture.device("bf12ab", broker, agent: agent, productId: "p-light-1")
                 try await device.properties(#"{"bright_value":100}"#, time: t0)
                 try await waitUntil { agent.cache.device("bf12ab")?.properties["bright_value"]?.value == 100 }
@@ -66,7 +66,7 @@ struct PropertySetTests {
     @Test(.timeLimit(.minutes(1)))
     func refusalCarriesTheDevicesCodeAndMessage() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker) { agent in
+            try await withAgent(broker) { agent in
                 let device = try await CommandFixture.device("bf12ab", broker, agent: agent)
                 let answering = try await device.answer("properties/set") { _ in
                     #""code":1005,"message":"bright_value must be at most 1000""#
@@ -87,7 +87,7 @@ struct PropertySetTests {
     @Test(.timeLimit(.minutes(1)))
     func silentDeviceEndsInTimeout() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker) { agent in
+            try await withAgent(broker) { agent in
                 let device = try await CommandFixture.device("mute", broker, agent: agent)
                 await #expect(throws: RequestError.timeout(deviceId: "mute", request: "properties/set", seconds: 0.3)) {
                     try await agent.setProperties(deviceId: "mute", ["switch_1": true], timeout: .milliseconds(300))
@@ -101,7 +101,8 @@ struct PropertySetTests {
     @Test(.timeLimit(.minutes(1)))
     func everyModelRuleRefusesBeforeAnythingIsPublished() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker, models: [testLightModel]) { agent in
+            // Not the shipped light model alone: its stepped colour_temp and set-only reset are rules to check too.
+            try await withAgent(broker, models: [testLightModel()]) { agent in
                 let device = try await CommandFixture.device("bf12ab", broker, agent: agent, productId: "p-light-1")
                 let answering = try await device.answer("properties/set") { _ in #""code":0"# }
                 let wire = try await TopicRecorder.start(broker.url, filter: Self.setTopics)
@@ -145,7 +146,7 @@ struct PropertySetTests {
     @Test(.timeLimit(.minutes(1)))
     func aDeviceWithoutAKnownModelIsNotChecked() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker, models: [testLightModel]) { agent in
+            try await withAgent(broker, models: [shippedModel("p-light-1")]) { agent in
                 let unknownProduct = try await CommandFixture.device("odd", broker, agent: agent, productId: "p-other")
                 let noInfo = try await CommandFixture.device("bare", broker, agent: agent)
                 let a = try await unknownProduct.answer("properties/set") { _ in #""code":0"# }
@@ -168,7 +169,7 @@ struct PropertySetTests {
     @Test(.timeLimit(.minutes(1)))
     func offlineDeviceFailsAtOnceAndForceSendsAnyway() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker, models: [testLightModel]) { agent in
+            try await withAgent(broker, models: [shippedModel("p-light-1")]) { agent in
                 // Announced offline but still listening, like a device whose will fired but that still gets messages.
                 let device = try await CommandFixture.device("bf12ab", broker, agent: agent, productId: "p-light-1",
                                                              online: false)
@@ -197,7 +198,7 @@ struct PropertySetTests {
     @Test(.timeLimit(.minutes(1)))
     func aPersistentSessionDeviceGetsAForcedSetWhenItReturns() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker) { agent in
+            try await withAgent(broker) { agent in
                 var session = MQTTConfiguration(url: broker.url, clientID: "sleepy-\(UInt32.random(in: 0...UInt32.max))")
                 session.protocolVersion = .v5
                 session.cleanSession = false

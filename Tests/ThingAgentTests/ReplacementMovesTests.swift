@@ -30,11 +30,12 @@ struct ReplacementMovesTests {
 
     static func withFleet(_ broker: MosquittoBroker, stall: Duration = .seconds(120), flushInterval: Duration? = nil,
                           _ body: (Agent, GatewayFleet, String) async throws -> Void) async throws {
-        try await GatewayTransferTests.withAgent(broker, adjust: {
-            $0.modelsDirectory = TestSupport.repositoryRoot() + "/Config/models"
+        try await withAgent(broker, configure: {
+            useShippedModels(&$0)
             $0.transferStallTimeout = stall
             if let flushInterval { $0.flushInterval = flushInterval }
-        }) { agent, database in
+        }) { agent in
+            let database = agent.configuration.database
             let fleet = try await GatewayFleet.start(broker)
             try await fleet.cached(by: agent)
             try await fleet.new.publish("properties", #"{"time":\#(t0),"data":{"led_switch":true}}"#)
@@ -161,7 +162,7 @@ struct ReplacementMovesTests {
     /// its `alarm_volume` is as `p-gateway-1`'s.
     static func modelsWithASecondGatewayProduct() throws -> String {
         let directory = try makeTemporaryDirectory()
-        let shipped = TestSupport.repositoryRoot() + "/Config/models"
+        let shipped = shippedModelsDirectory()
         for file in try FileManager.default.contentsOfDirectory(atPath: shipped) {
             try FileManager.default.copyItem(atPath: shipped + "/" + file, toPath: directory + "/" + file)
         }
@@ -182,7 +183,8 @@ struct ReplacementMovesTests {
         let models = try Self.modelsWithASecondGatewayProduct()
         defer { try? FileManager.default.removeItem(atPath: models) }
         try await withBroker { broker in
-            try await GatewayTransferTests.withAgent(broker, adjust: { $0.modelsDirectory = models }) { agent, database in
+            try await withAgent(broker, configure: { $0.modelsDirectory = models }) { agent in
+                let database = agent.configuration.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let links: [(String, [String])] = [

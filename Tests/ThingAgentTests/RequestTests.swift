@@ -37,7 +37,7 @@ struct RequestTests {
         try await withBroker(options) { broker in
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
-            let agent = try Agent(configuration: AgentTests.configuration(broker, directory: directory))
+            let agent = try Agent(configuration: agentConfiguration(broker, directory: directory))
             await #expect(throws: RequestError.notSent(
                 reason: "not connected to the broker \(broker.url) within 0.05 s")) {
                 try await agent.waitUntilConnected(timeout: .milliseconds(50))
@@ -68,7 +68,7 @@ struct RequestTests {
     @Test(.timeLimit(.minutes(1)))
     func boundReachedFailsAtOnceWithTooManyInFlight() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker, configure: { $0.maxInFlight = 3 }) { agent in
+            try await withAgent(broker, configure: { $0.maxInFlight = 3 }) { agent in
                 let silent = try await CommandFixture.device("silent", broker, agent: agent)
                 let waiting = (1...3).map { n in
                     Task { await agent.sendPropertySet(deviceId: "silent", ["n": .integer(Int64(n))]) }
@@ -92,7 +92,7 @@ struct RequestTests {
     func answersAreMatchedByMsgIdAndDeviceAndALateOneIsCountedAndLogged() async throws {
         try await withBroker { broker in
             let log = LogCapture()
-            try await CommandFixture.withAgent(broker, logger: log.logger) { agent in
+            try await withAgent(broker, logger: log.logger) { agent in
                 let device = try await CommandFixture.device("slow", broker, agent: agent)
                 let other = try await CommandFixture.device("other", broker, agent: agent)
                 let requests = try await TopicRecorder.start(broker.url, filter: "things/+/thing/properties/set")
@@ -132,7 +132,7 @@ struct RequestTests {
     @Test(.timeLimit(.minutes(1)))
     func aBrokerThatStopsAnsweringEndsInTimeoutNotAHang() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker) { agent in
+            try await withAgent(broker) { agent in
                 let device = try await CommandFixture.device("d", broker, agent: agent)
                 broker.pause()
                 defer { broker.resume() }
@@ -148,7 +148,7 @@ struct RequestTests {
     @Test(.timeLimit(.minutes(2)))
     func aThousandConcurrentRequestsToFiftyDevicesEachGetTheirOwnAnswer() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker) { agent in
+            try await withAgent(broker) { agent in
                 let ids = (0..<50).map { "dev\($0)" }
                 var devices: [SimulatedDevice] = []
                 var answering: [Task<Void, Never>] = []

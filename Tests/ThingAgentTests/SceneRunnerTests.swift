@@ -11,7 +11,7 @@ struct SceneRunnerTests {
     @Test(.timeLimit(.minutes(1)))
     func oneFailingActionIsReportedAndTheOthersSucceed() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker, models: [testLightModel]) { agent in
+            try await withAgent(broker, models: [shippedModel("p-light-1")]) { agent in
                 let lamp = try await CommandFixture.device("lamp", broker, agent: agent, productId: "p-light-1")
                 let grumpy = try await CommandFixture.device("grumpy", broker, agent: agent)
                 let plug = try await CommandFixture.device("plug", broker, agent: agent)
@@ -50,7 +50,7 @@ struct SceneRunnerTests {
     @Test(.timeLimit(.minutes(1)))
     func invalidAndOfflineActionsAreReportedWithoutBeingSent() async throws {
         try await withBroker { broker in
-            try await CommandFixture.withAgent(broker, models: [testLightModel]) { agent in
+            try await withAgent(broker, models: [shippedModel("p-light-1")]) { agent in
                 let lamp = try await CommandFixture.device("lamp", broker, agent: agent, productId: "p-light-1")
                 let away = try await CommandFixture.device("away", broker, agent: agent, online: false)
                 let answering = try await lamp.answer("properties/set") { _ in #""code":0"# }

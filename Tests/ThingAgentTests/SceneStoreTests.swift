@@ -10,8 +10,8 @@ import TestSupport
 @Suite("Scenes in the cache", .serialized)
 struct SceneStoreTests {
     static func configuration(_ broker: MosquittoBroker, _ directory: String, scenes: String? = nil) -> AgentConfiguration {
-        var configuration = AgentTests.configuration(broker, directory: directory)
-        configuration.modelsDirectory = TestSupport.repositoryRoot() + "/Config/models"
+        var configuration = agentConfiguration(broker, directory: directory)
+        useShippedModels(&configuration)
         configuration.scenesFile = scenes
         return configuration
     }

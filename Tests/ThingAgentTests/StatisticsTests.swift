@@ -6,25 +6,16 @@ import TestSupport
 @testable import ThingAgent
 
 /// The receive-path counters: every message counted once, and what the daemon writes for `thing-agent stats`.
+/// An agent with a cache file and no broker (`withUnstartedAgent`): messages go in through `receive`, as the network
+/// thread hands them.
 @Suite("Receive-path counters")
 struct StatisticsTests {
-    /// An agent with a cache file and no broker: messages go in through `receive`, as the network thread hands them.
-    static func withAgent(_ body: (Agent, String) async throws -> Void) async throws {
-        let directory = try makeTemporaryDirectory()
-        defer { try? FileManager.default.removeItem(atPath: directory) }
-        var configuration = AgentConfiguration()
-        configuration.database = directory + "/cache.sqlite"
-        configuration.broker = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
-        let agent = try Agent(configuration: configuration)
-        try await body(agent, configuration.database)
-    }
-
     static func message(_ topic: String, _ payload: String) -> MQTTMessage {
         MQTTMessage(topic: topic, payload: Array(payload.utf8), qos: .atLeastOnce)
     }
 
     @Test func everyMessageEndsInExactlyOneOutcome() async throws {
-        try await Self.withAgent { agent, _ in
+        try await withUnstartedAgent { agent, _ in
             let inputs: [(String, String)] = [
                 ("things/d1/thing/properties", #"{"time":1764450000000,"data":{"a":1}}"#),          // applied
                 ("things/d1/thing/properties", #"{"time":1764450000000,"data":{"a":1}}"#),          // repeat
@@ -55,7 +46,7 @@ struct StatisticsTests {
 
     /// docs/protocol.md: a message of the wrong shape is dropped whatever its time, not passed over as stale.
     @Test func staleInfoOfTheWrongShapeIsCountedAsMalformed() async throws {
-        try await Self.withAgent { agent, _ in
+        try await withUnstartedAgent { agent, _ in
             agent.receive(Self.message("things/d1/thing/info", #"{"time":1764450000000,"data":{"name":"Hall"}}"#))
             agent.receive(Self.message("things/d1/thing/info", #"{"time":1764440000000,"data":{"name":42}}"#))
             agent.receive(Self.message("things/d1/thing/info", #"{"time":1764440000000,"data":{"wifiSignal":-999}}"#))
@@ -68,7 +59,8 @@ struct StatisticsTests {
     }
 
     @Test func theDaemonWritesItsCountersIntoTheCacheFile() async throws {
-        try await Self.withAgent { agent, path in
+        try await withUnstartedAgent { agent, _ in
+            let path = agent.configuration.database
             // At start: zeros, counted from now.
             let initial = try #require(try CacheReader(path: path).statistics())
             #expect(initial.statistics == IngestStatistics())

@@ -42,7 +42,7 @@ struct WifiScanTests {
     @Test(.timeLimit(.minutes(1)))
     func scanAnswersOnePerSSIDStrongestFirst() async throws {
         try await withBroker { broker in
-            try await GatewayTransferTests.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let plug = try SimulatedDevice("plug", brokerURL: broker.url)
                 try await plug.connect()
                 try await plug.info(#"{"name":"Plug","abilities":["wifiList"]}"#, time: t0)
@@ -66,7 +66,7 @@ struct WifiScanTests {
     @Test(.timeLimit(.minutes(1)))
     func deviceWithoutTheAbilityOrUnknownFailsAtOnce() async throws {
         try await withBroker { broker in
-            try await GatewayTransferTests.withAgent(broker) { agent, _ in
+            try await withAgent(broker) { agent in
                 let lamp = try SimulatedDevice("lamp", brokerURL: broker.url)
                 try await lamp.connect()
                 try await lamp.info(#"{"name":"Lamp","abilities":["gatewayTransfer"]}"#, time: t0)

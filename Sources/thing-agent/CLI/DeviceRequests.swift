@@ -84,7 +84,11 @@ final class DeviceRequests: Sendable {
         case .daemon(let client):
             await client.disconnect()
         case .here(let agent):
-            timers.withLock { $0 }?.cancel()
+            // The timers end before the stop's last flush, so that no stall verdict lands after it.
+            if let running = timers.withLock({ $0 }) {
+                running.cancel()
+                await running.value
+            }
             await agent.stop()
         }
         withExtendedLifetime(lock) {}

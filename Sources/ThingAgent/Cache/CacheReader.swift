@@ -26,12 +26,12 @@ public final class CacheReader {
 
     /// The device's local metadata (name, room, icon, offline warning); defaults when never edited.
     public func metadata(_ id: String) throws -> DeviceMetadata {
-        try LocalStore.metadata(id, in: database)
+        try LocalTables.metadata(id, in: database)
     }
 
     /// Every edited device's metadata.
     public func allMetadata() throws -> [String: DeviceMetadata] {
-        try LocalStore.allMetadata(in: database)
+        try LocalTables.allMetadata(in: database)
     }
 
     /// The receive-path counters the daemon last wrote into the file; nil when no daemon ran on it yet.

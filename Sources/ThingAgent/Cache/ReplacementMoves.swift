@@ -72,7 +72,7 @@ enum ReplacementMoves {
     /// members is deleted. Returns the links kept, the members dropped and the links dissolved.
     private static func moveLinks(_ old: String, _ new: String, _ models: CurrentModels, _ db: Database) throws
         -> ([String], [DroppedLinkMember], [String]) {
-        let links = try LocalStore.links(db, where: "l.name IN (SELECT link FROM link_members WHERE dev_id = ?)",
+        let links = try LocalTables.links(db, where: "l.name IN (SELECT link FROM link_members WHERE dev_id = ?)",
                                          [.text(old)])
         let product = { (device: String) in
             try db.query("SELECT product_id FROM devices WHERE dev_id = ?", [.text(device)]).first?.string("product_id")

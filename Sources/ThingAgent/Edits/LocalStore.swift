@@ -2,27 +2,6 @@ import Foundation
 import SQLite
 import Synchronization
 
-/// What the user set for a device locally (never reported by the device, never overwritten by its reports).
-public struct DeviceMetadata: Sendable, Equatable {
-    /// The local name; nil shows the name the device reports.
-    public var name: String?
-    public var room: String?
-    /// An icon URL.
-    public var icon: String?
-    /// Whether the offline watch warns about this device (on unless switched off).
-    public var offlineWarning: Bool
-    /// Agent time of the last edit; nil when the device was never edited.
-    public var updatedAt: Millis?
-
-    public init(name: String? = nil, room: String? = nil, icon: String? = nil, offlineWarning: Bool = true,
-                updatedAt: Millis? = nil) {
-        self.name = name
-        self.room = room
-        self.icon = icon
-        self.offlineWarning = offlineWarning
-        self.updatedAt = updatedAt
-    }
-}
 
 /// An edit: nil leaves a field as it is; an empty string clears it (the reported name shows again).
 public struct DeviceEdit: Sendable, Equatable {
@@ -64,33 +43,6 @@ public struct BackupNetwork: Sendable, Equatable {
     }
 }
 
-public enum EditError: Error, Sendable, Equatable, CustomStringConvertible {
-    case unknownDevice(String)
-    case unknownGroup(String)
-    case groupExists(String)
-    case unknownNetwork(String, ssid: String)
-    case unknownScene(String)
-    case sceneExists(String)
-    case unknownLink(String)
-    case linkExists(String)
-    /// A scene's value or a link's code that the device's thing model refuses.
-    case modelRefused(String)
-    case invalid(String)
-
-    public var description: String {
-        switch self {
-        case .unknownDevice(let id): "unknown device '\(id)': it is not in the cache"
-        case .unknownGroup(let name): "no group named '\(name)'"
-        case .groupExists(let name): "a group named '\(name)' already exists"
-        case .unknownNetwork(let id, let ssid): "\(id) has no backup network '\(ssid)'"
-        case .unknownScene(let name): "no scene named '\(name)'"
-        case .sceneExists(let name): "a scene named '\(name)' already exists (change it with scene update)"
-        case .unknownLink(let name): "no link named '\(name)'"
-        case .linkExists(let name): "a link named '\(name)' already exists"
-        case .invalid(let why), .modelRefused(let why): why
-        }
-    }
-}
 
 /// Local metadata, groups and backup networks, in the cache file's own tables (schema version 3).
 ///
@@ -160,35 +112,15 @@ public final class LocalStore: Sendable {
 
     /// The device's local metadata; defaults (no local name, offline warning on) when never edited.
     public func metadata(_ id: String) throws -> DeviceMetadata {
-        try withDatabase { db in try Self.metadata(id, in: db) }
+        try withDatabase { db in try LocalTables.metadata(id, in: db) }
     }
 
     /// Every edited device's metadata (one query for a whole list).
     public func allMetadata() throws -> [String: DeviceMetadata] {
-        try withDatabase { db in try Self.allMetadata(in: db) }
+        try withDatabase { db in try LocalTables.allMetadata(in: db) }
     }
 
     /// On any connection to the file (the CLI's reader reads it on the one it reads the device with).
-    static func metadata(_ id: String, in db: Database) throws -> DeviceMetadata {
-        guard let row = try db.query(
-            "SELECT name, room, icon, offline_warning, updated_at FROM device_meta WHERE dev_id = ?", [.text(id)]
-        ).first else { return DeviceMetadata() }
-        return metadata(row)
-    }
-
-    static func allMetadata(in db: Database) throws -> [String: DeviceMetadata] {
-        var all: [String: DeviceMetadata] = [:]
-        for row in try db.query("SELECT dev_id, name, room, icon, offline_warning, updated_at FROM device_meta") {
-            guard let id = row.string("dev_id") else { continue }
-            all[id] = metadata(row)
-        }
-        return all
-    }
-
-    private static func metadata(_ row: Row) -> DeviceMetadata {
-        DeviceMetadata(name: row.string("name"), room: row.string("room"), icon: row.string("icon"),
-                       offlineWarning: (row.int("offline_warning") ?? 1) != 0, updatedAt: row.int("updated_at"))
-    }
 
     /// Whether the offline watch may warn about the device (true when unreadable: a warning too many beats none).
     public func offlineWarningEnabled(_ id: String) -> Bool {

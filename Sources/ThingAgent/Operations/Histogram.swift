@@ -47,10 +47,3 @@ final class Histogram: Sendable {
     static let flushBounds = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
 }
 
-/// One lock-free counter, as a class so that several can sit in an array.
-final class AtomicCounter: Sendable {
-    private let storage = Atomic<Int>(0)
-    func add(_ n: Int = 1) { storage.add(n, ordering: .relaxed) }
-    func store(_ n: Int) { storage.store(n, ordering: .relaxed) }
-    var value: Int { storage.load(ordering: .relaxed) }
-}

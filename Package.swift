@@ -33,7 +33,11 @@ let package = Package(
         .target(name: "MQTT", dependencies: ["CLazyLibraries"], swiftSettings: swift6),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
         .target(name: "HTTPEndpoint", dependencies: ["CMicroHTTPD"], swiftSettings: swift6),
-        .target(name: "ThingAgent", dependencies: ["MQTT", "SQLite", "JSON", "HTTPEndpoint", "CLazyLibraries"],
+        // The agent's lower layers: protocol, model, cache, events, thing models, requests, support. They cannot
+        // import the service, the API or the fleet features above them.
+        .target(name: "ThingAgentCore", dependencies: ["SQLite", "JSON"], swiftSettings: swift6),
+        .target(name: "ThingAgent",
+                dependencies: ["ThingAgentCore", "MQTT", "SQLite", "JSON", "HTTPEndpoint", "CLazyLibraries"],
                 swiftSettings: swift6),
         .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
         // Benchmarks, all of them: a release-built executable that prints figures (README, "Performance"), with a
@@ -57,10 +61,10 @@ let package = Package(
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "ThingAgent", "TestSupport"], swiftSettings: swift6),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"], swiftSettings: swift6),
         .testTarget(name: "HTTPEndpointTests", dependencies: ["HTTPEndpoint", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "ThingAgentTests", dependencies: ["ThingAgent", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "ThingAgentTests", dependencies: ["ThingAgent", "ThingAgentCore", "TestSupport"], swiftSettings: swift6),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["ThingAgent", "TestSupport", "thing-agent"],
+            dependencies: ["ThingAgent", "ThingAgentCore", "TestSupport", "thing-agent"],
             swiftSettings: swift6
         ),
     ]

@@ -12,6 +12,7 @@ import Foundation
 import JSON
 import MQTT
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 private let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus, .otaProgress, .unbind]
     + RequestKind.allCases.map { .response($0) }

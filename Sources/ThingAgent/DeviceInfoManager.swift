@@ -1,3 +1,4 @@
+import ThingAgentCore
 /// Receives Wi-Fi signal updates for one device (`DeviceInfoManager.addListener`).
 public protocol DeviceInfoManagerListener: AnyObject, Sendable {
     func deviceInfoManager(_ manager: DeviceInfoManager, wifiSignalDidUpdate signal: SignalReading)

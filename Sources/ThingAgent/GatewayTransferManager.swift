@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// Hears the progress of one gateway's transfers (`GatewayTransferManager.addListener`).
 public protocol GatewayTransferManagerListener: AnyObject, Sendable {

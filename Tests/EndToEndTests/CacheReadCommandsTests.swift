@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// `info` and `devices` read the cache file on one read-only connection, without migrating it and without the
 /// async runtime or the MQTT libraries: what a user sees of that is the output, the errors for a file they cannot

@@ -1,4 +1,5 @@
 @testable import ThingAgent
+@testable import ThingAgentCore
 import Testing
 @testable import thing_agent
 

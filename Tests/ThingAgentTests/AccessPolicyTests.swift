@@ -1,5 +1,6 @@
 import Testing
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The roles computed from the fleet (pure: the broker's side is in ProvisioningTests).
 @Suite("Access policy")

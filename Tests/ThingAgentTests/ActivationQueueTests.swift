@@ -3,6 +3,7 @@ import MQTT
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// A flood of activation requests fills the queue of requests waiting to be answered: what does not fit is counted
 /// and dropped (and shows in the metrics), never queued without end and never silently lost.

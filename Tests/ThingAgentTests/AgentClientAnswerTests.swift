@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// `AgentClient` against a daemon's answers it cannot trust: whoever may publish on the client's reply topic can
 /// send any numbers. A plain MQTT client on the real broker answers the API requests here.

@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// `AgentClient` against a real broker and a real daemon (a service agent on a temporary cache file): it reads
 /// the file read-only and gets every request done by the daemon.

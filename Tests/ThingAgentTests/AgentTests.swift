@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The library API in process, against a real broker and a real cache file.
 @Suite("Agent library API", .serialized)

@@ -3,6 +3,7 @@ import SQLite
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// What an operator's `PRAGMA integrity_check` says of a cache file with links in it, before and after the
 /// migration that puts link_members' key columns first.

@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// "Stale values lose", "a repeat changes nothing" and partial info merges, on the pure snapshot logic.
 @Suite("Cache rules")

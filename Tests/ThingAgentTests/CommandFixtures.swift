@@ -3,6 +3,7 @@ import JSON
 import Synchronization
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The shipped light model (Config/models/p-light-1.json, docs/protocol.md's example) plus two properties it lacks,
 /// so that every rule can be tested: a stepped value (`colour_temp`, step 10) and a set-only property (`reset`,

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The five files the agent is configured with fail in the same words: the kind of file and its path, the key or
 /// entry, the reason.

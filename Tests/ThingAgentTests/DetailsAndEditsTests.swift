@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Local edits, removal, the offline-warning switch and the detail composer, in process.
 @Suite("edits, removal and device details (library)", .serialized)

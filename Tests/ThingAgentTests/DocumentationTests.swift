@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The README and docs/ as a reader follows them: every relative link leads to a file that exists and, with an
 /// anchor, to a heading in it; every configuration key has its one row in docs/configuration.md and no other.

@@ -4,6 +4,7 @@ import MQTT
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The event feed (`publishEvents`) as a service subscribed to it sees it, on a real broker.
 @Suite("The event feed under a burst of reports", .timeLimit(.minutes(2)))

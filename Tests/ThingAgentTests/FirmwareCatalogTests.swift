@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 @Suite("Firmware versions, catalog and inventory")
 struct FirmwareCatalogTests {

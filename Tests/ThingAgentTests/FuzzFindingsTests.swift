@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Inputs that scripts/fuzz found breaking an invariant, kept as they were found (docs/faults.md).
 @Suite("Fuzz findings")

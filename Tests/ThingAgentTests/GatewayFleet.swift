@@ -3,6 +3,7 @@ import MQTT
 import Synchronization
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// A small fleet on the test broker for gateway-replacement tests: `gwNew` (can replace gateways), `gwOld` (the
 /// faulty one, offline) with sub-devices `sub1` and `sub2`, `gwFar` (same product, another space), `gwPlain`

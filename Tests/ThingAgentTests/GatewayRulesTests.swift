@@ -3,6 +3,7 @@ import TestSupport
 import JSON
 import Testing
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The relink rule and the choice of replaceable gateways, on the pure snapshot logic.
 @Suite("Gateway rules")

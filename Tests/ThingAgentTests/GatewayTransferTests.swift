@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Gateway replacement through the library, against a real broker and a real cache file.
 @Suite("Gateway transfer", .serialized)

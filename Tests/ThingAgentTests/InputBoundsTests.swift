@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The pure halves of the input bounds (docs/faults.md, "Hostile input"): numbers, reply topics, the rate
 /// limit, clock skew, the property table and the terminal escapes. The daemon's side is in

@@ -1,5 +1,6 @@
 import Testing
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The journal's checksum must stay the IEEE CRC-32 that journals already on disk were written with.
 @Suite("Journal checksum")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The journal's own defences, on real files: reserved blocks, a file truncated or replaced under it, private modes.
 @Suite("Journal file faults")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 @Suite("Journal")
 final class JournalTests {

@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Multi-control links under fast changes, silent devices and mixed number forms: a daemon-role agent, followers on
 /// a real broker, a real cache file (`LinkTests` has the set-up).

@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Multi-control links through the library: a daemon-role agent, devices on a real broker, a real cache file.
 @Suite("Multi-control links", .serialized)

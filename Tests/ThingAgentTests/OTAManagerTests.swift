@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Firmware upgrades through the library: `OTAManager` on the daemon's agent, a real broker and cache file.
 @Suite("OTAManager", .serialized)

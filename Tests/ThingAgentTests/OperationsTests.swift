@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// What the daemon's systemd integration and SIGHUP rely on: liveness, reload, and the logger's shared level and
 /// line formats.

@@ -3,6 +3,7 @@ import MQTT
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 @Suite("Metrics settings, text format and health conditions")
 struct OperationsUnitTests {

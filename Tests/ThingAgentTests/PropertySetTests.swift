@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// `setProperties` through a real broker: the payload on the wire, the answers, and the thing-model checks that
 /// keep anything invalid off the broker.

@@ -1,6 +1,7 @@
 import JSON
 import Testing
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 @Suite("Topics and device ids")
 struct TopicTests {

@@ -4,6 +4,7 @@ import MQTT
 import Synchronization
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// A broker with the dynamic-security plugin (its admin the agent's user) and a provisioning agent on a fresh
 /// cache file.

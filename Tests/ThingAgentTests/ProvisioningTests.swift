@@ -4,6 +4,7 @@ import MQTT
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Pairing, activation and per-device broker access, against a real mosquitto with the dynamic-security plugin.
 @Suite("Provisioning", .serialized)

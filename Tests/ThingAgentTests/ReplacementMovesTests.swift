@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// A finished gateway replacement moves the faulty gateway's groups, scene actions, link members and local fields
 /// to the new gateway, in the write of the re-linked sub-devices; a failed or stalled one moves nothing.

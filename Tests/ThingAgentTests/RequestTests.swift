@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Request tracking through a real broker: every request ends in exactly one clear outcome.
 @Suite("Requests against a real broker", .serialized)

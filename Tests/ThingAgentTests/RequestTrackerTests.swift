@@ -1,6 +1,7 @@
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Request tracking on the pure tracker: each request ends exactly once, the first outcome wins, answers are
 /// matched by msgId, device and kind, and a late answer is told apart from an unknown one.

@@ -1,6 +1,7 @@
 import JSON
 import Testing
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The scenes file format: what it accepts and the errors that name what is wrong.
 @Suite("Scenes file")

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Scenes run through a real broker: every action's outcome is reported, a failure does not stop the others.
 @Suite("Scene runner against a real broker", .serialized)

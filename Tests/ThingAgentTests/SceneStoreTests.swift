@@ -4,6 +4,7 @@ import MQTT
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// Scenes kept in the cache file: created, changed and deleted through the library and the API while the agent
 /// runs, checked against the thing models, and the scenes file imported without overwriting the cache.

@@ -4,6 +4,7 @@ import MQTT
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// The receive-path counters: every message counted once, and what the daemon writes for `thing-agent stats`.
 /// An agent with a cache file and no broker (`withUnstartedAgent`): messages go in through `receive`, as the network

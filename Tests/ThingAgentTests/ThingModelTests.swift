@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 /// docs/protocol.md's thing-model rules, one by one, on the pure validation logic; and the model file loader.
 @Suite("Thing models")

@@ -3,6 +3,7 @@ import JSON
 import Testing
 import TestSupport
 @testable import ThingAgent
+@testable import ThingAgentCore
 
 @Suite("Wi-Fi scan", .serialized)
 struct WifiScanTests {

@@ -1,5 +1,6 @@
 import JSON
 import Synchronization
+import ThingAgentCore
 
 /// Keeps the broker's dynamic-security roles and clients in line with the fleet (docs/provisioning.md): computes
 /// what should be (`AccessPolicy`, from the provisioned devices, the cache's gateway links and the open pairings),

@@ -1,3 +1,4 @@
+import ThingAgentCore
 /// One ACL of a dynamic-security role.
 struct RoleACL: Hashable, Sendable, Comparable {
     /// `publishClientSend`, `publishClientReceive`, `subscribePattern`.

@@ -1,6 +1,7 @@
 import JSON
 import MQTT
 import Synchronization
+import ThingAgentCore
 
 /// One command of the dynamic-security plugin's control API.
 enum DynsecCommand: Sendable {

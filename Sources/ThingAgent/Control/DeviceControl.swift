@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// Commands for one device, shaped like the device SDKs' device object: its cached properties, its thing model,
 /// and `setProperties`.

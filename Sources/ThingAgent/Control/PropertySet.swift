@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 extension Agent {
     /// The thing model that checks sets to `deviceId`: the model of the product the device reported in its info.

@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import ThingAgentCore
 
 /// A device-detail layout in the device SDKs' `deviceDetailConfig.json` format: an array of sections, each with a
 /// `name`, an optional `header` (`{"cellType": ...}`), `items` (`{"cellType": ...}`, extra keys kept as the item's

@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// Detail pages as the API carries them (`DeviceDetail.json`), read back by a client of the daemon.
 extension DeviceDetail {

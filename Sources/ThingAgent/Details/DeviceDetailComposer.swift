@@ -1,5 +1,6 @@
 import JSON
 import Synchronization
+import ThingAgentCore
 
 /// One item of a composed detail page.
 public struct DetailItem: Sendable, Equatable {

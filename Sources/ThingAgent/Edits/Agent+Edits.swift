@@ -1,5 +1,6 @@
 import JSON
 import MQTT
+import ThingAgentCore
 
 extension DeviceMetadata {
     public var json: JSONObject {

@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// A change to what the cache file keeps locally (metadata, groups, backup networks, scenes, links): the one set of
 /// writes behind the CLI's `edit`, `group`, `network`, `scene` and `link` and the API methods `edit`, `group`,

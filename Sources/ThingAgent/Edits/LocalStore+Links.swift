@@ -1,4 +1,5 @@
 import SQLite
+import ThingAgentCore
 
 /// Multi-control links in the cache file's own tables (schema version 6).
 extension LocalStore {

@@ -1,5 +1,6 @@
 import JSON
 import SQLite
+import ThingAgentCore
 
 /// What importing the scenes file did (`LocalStore.importScenes`).
 public struct SceneImport: Sendable, Equatable {

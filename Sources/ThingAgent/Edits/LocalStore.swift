@@ -1,6 +1,7 @@
 import Foundation
 import SQLite
 import Synchronization
+import ThingAgentCore
 
 
 /// An edit: nil leaves a field as it is; an empty string clears it (the reported name shows again).

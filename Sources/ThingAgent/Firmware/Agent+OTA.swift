@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 extension Agent {
     /// The device's running or latest firmware upgrade, as the daemon tracks it.

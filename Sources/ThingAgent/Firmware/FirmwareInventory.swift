@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// Which devices run what, against the catalog: per product and reported version, how many devices are online and
 /// offline and whether that version is behind the catalog's; and the devices that are behind.

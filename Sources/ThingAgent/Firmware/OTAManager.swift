@@ -1,3 +1,4 @@
+import ThingAgentCore
 /// Hears one device's firmware upgrades (`OTAManager.addListener`).
 public protocol OTAManagerListener: AnyObject, Sendable {
     func otaManager(_ manager: OTAManager, statusDidUpdate upgrade: OTAUpgrade)

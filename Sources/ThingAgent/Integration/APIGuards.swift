@@ -1,4 +1,5 @@
 import Synchronization
+import ThingAgentCore
 
 /// Where the API may answer: only under the configured reply prefix.
 enum ReplyTopics {

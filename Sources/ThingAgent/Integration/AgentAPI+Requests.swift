@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// The API methods that send a request to a device for a client (the CLI, a service): the daemon sends it, tracks
 /// it, writes what the answer changes, and answers the client. A request the device did not answer well is code

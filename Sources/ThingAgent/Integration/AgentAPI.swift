@@ -1,5 +1,6 @@
 import JSON
 import MQTT
+import ThingAgentCore
 
 /// The request/response API over MQTT (docs/mqtt-api.md, "The API over MQTT").
 ///

@@ -1,5 +1,6 @@
 import JSON
 import MQTT
+import ThingAgentCore
 
 extension AgentClient {
     /// One device's events as the daemon publishes them on its event feed (`eventsTopic`, on by default): the

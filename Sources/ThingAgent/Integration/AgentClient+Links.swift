@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// Scenes, group sets and links through the daemon's API (`scenes`, `links`, `groupSet`): the same operations as
 /// on the `Agent`, for a process beside the daemon.

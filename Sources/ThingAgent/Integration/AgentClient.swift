@@ -2,6 +2,7 @@ import Foundation
 import JSON
 import MQTT
 import Synchronization
+import ThingAgentCore
 
 /// A light client for a process beside the daemon (the service `Agent` that holds the cache and is its only
 /// writer): it reads the cache file read-only (`CacheReader`: no migration, no fleet load, no lock) and sends its

@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 extension DeviceEvent {
     /// The event as the daemon published it on its feed (`EventPublisher.payload`), read back: what a client beside

@@ -1,6 +1,7 @@
 import JSON
 import MQTT
 import Synchronization
+import ThingAgentCore
 
 /// Publishes what listeners see as JSON on `<eventsTopic>/<D>/<kind>` (docs/mqtt-api.md, "Events over MQTT").
 ///

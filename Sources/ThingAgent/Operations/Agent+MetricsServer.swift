@@ -1,5 +1,6 @@
 import HTTPEndpoint
 import JSON
+import ThingAgentCore
 
 extension Agent {
     /// Serves `GET /metrics` and `GET /health` on `metricsAddress` (the daemon only); nil when none is set.

@@ -1,4 +1,5 @@
 import Foundation
+import ThingAgentCore
 
 /// The daemon's metrics in Prometheus' text format (docs/operations.md, "Metrics").
 ///

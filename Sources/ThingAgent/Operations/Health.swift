@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// Whether the agent does its job now: `GET /health` (200 healthy, 503 not) and the API's `health` method.
 public struct HealthReport: Sendable, Equatable {

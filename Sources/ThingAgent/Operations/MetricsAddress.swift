@@ -1,3 +1,4 @@
+import ThingAgentCore
 /// `HOST:PORT` for the metrics endpoint: an IPv4 address, a host name, or an IPv6 address in brackets
 /// (`127.0.0.1:9464`, `localhost:9464`, `[::1]:9464`); the port 1-65535.
 public struct MetricsAddress: Sendable, Equatable, CustomStringConvertible {

@@ -1,3 +1,4 @@
+import ThingAgentCore
 /// Builds Prometheus' text exposition format (version 0.0.4): `# HELP`, `# TYPE`, then samples.
 struct PrometheusText {
     private(set) var text = ""

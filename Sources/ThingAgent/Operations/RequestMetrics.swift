@@ -1,4 +1,5 @@
 import Synchronization
+import ThingAgentCore
 
 /// Requests this agent sent to devices, by kind and outcome, and how long they took (`thing_agent_requests_total`,
 /// `thing_agent_request_duration_seconds`). Recorded by the requesting task when a request ends, never on the

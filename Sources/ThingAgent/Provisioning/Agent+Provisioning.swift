@@ -1,6 +1,7 @@
 import JSON
 import MQTT
 import Synchronization
+import ThingAgentCore
 
 /// A pairing just made, and how it ends: with the activated device, or an error (expired, revoked), by callback
 /// (`onResult`), by `result(timeout:)`, or as a one-element `AsyncSequence` (`results`).

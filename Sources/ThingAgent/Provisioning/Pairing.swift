@@ -1,5 +1,6 @@
 internal import CLazyLibraries
 import JSON
+import ThingAgentCore
 
 /// One pairing made by `thing-agent pair` (or `Agent.pair`): a token valid for a while, for one device, with
 /// bootstrap broker credentials named `username` that reach only the pairing's own activation topics.

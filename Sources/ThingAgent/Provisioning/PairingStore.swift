@@ -1,5 +1,6 @@
 import SQLite
 import Synchronization
+import ThingAgentCore
 
 /// Pairings and the devices they activated, in the cache file's tables of migration 7. Every read goes to SQLite
 /// (pairings are few and rare), so `pair list` in another process sees what the daemon wrote.

@@ -1,6 +1,7 @@
 import JSON
 import MQTT
 import Synchronization
+import ThingAgentCore
 
 /// How a pairing ended for the one who made it (`PairingSession`).
 public enum PairingError: Error, Sendable, Equatable, CustomStringConvertible {

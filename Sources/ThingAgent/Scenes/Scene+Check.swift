@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 extension Scene {
     /// The checks a scene's values get when it is saved: each action's set against its device's thing model, as a

@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 extension Scene.Action {
     /// The scenes file's form: `{"device":"bf12ab","set":{"switch_1":true}}`, codes in sorted order.

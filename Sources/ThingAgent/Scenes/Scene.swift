@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import ThingAgentCore
 
 /// A named list of property sets over several devices, run together.
 public struct Scene: Sendable, Equatable {

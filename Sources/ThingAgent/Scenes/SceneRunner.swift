@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// Runs scenes: every action's property set, each checked against its device's thing model like any set.
 public struct SceneRunner: Sendable {

@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// What a property set sent to every member of a group did (`Agent.setGroup`).
 public struct GroupSetReport: Sendable, Equatable {

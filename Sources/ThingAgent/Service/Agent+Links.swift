@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// Scenes, links and gateway replacements on the agent (the library's side of `thing-agent scene`, `link`,
 /// `transfer`, and of the API methods `scenes` and `links`).

@@ -1,4 +1,5 @@
 import MQTT
+import ThingAgentCore
 
 extension Agent {
     /// True while the receive path (the network thread, which also runs the ingestor) and the flusher thread both

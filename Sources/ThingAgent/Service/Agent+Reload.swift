@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import ThingAgentCore
 
 /// The files an agent reads at start that can change under a running daemon (SIGHUP reloads them).
 struct ReloadableSettings: Sendable {

@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 extension Agent {
     /// Asks a device with the `wifiList` ability for the networks it can see (`R/D/thing/wifi/scan`) and returns

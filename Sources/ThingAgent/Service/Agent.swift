@@ -3,6 +3,7 @@ import HTTPEndpoint
 import JSON
 import MQTT
 import Synchronization
+import ThingAgentCore
 
 /// The service: keeps the device cache current from the broker, tells listeners what changed, and sends requests.
 ///

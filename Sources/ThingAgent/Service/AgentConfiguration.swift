@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import MQTT
+import ThingAgentCore
 
 /// Everything the agent needs to run. Read from a JSON file (`Config/agent.json` documents every key),
 /// then environment variables override it, then command-line flags override both.

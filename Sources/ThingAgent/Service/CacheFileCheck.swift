@@ -1,6 +1,7 @@
 import Foundation
 import SQLite
 import Synchronization
+import ThingAgentCore
 
 /// The daemon's periodic look at its files (from the flusher thread, every second): the journal (see
 /// `CacheWriter.checkJournal`) and the cache file.

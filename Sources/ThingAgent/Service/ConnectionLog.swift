@@ -1,6 +1,7 @@
 import Foundation
 import MQTT
 import Synchronization
+import ThingAgentCore
 
 /// Says in the log when the broker connection is made, lost and made again, and keeps what the metrics and the
 /// health check read about it (lock-free: the MQTT client calls this on its network thread).

@@ -2,6 +2,7 @@ import Foundation
 import JSON
 import MQTT
 import Synchronization
+import ThingAgentCore
 
 /// Bounds of the receive path (`maxClockSkew`, `maxDevices`); the per-device property bound is the writer's.
 struct IngestLimits: Sendable {

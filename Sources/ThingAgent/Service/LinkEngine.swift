@@ -1,5 +1,6 @@
 import JSON
 import Synchronization
+import ThingAgentCore
 
 /// Counters of the multi-control links since the daemon started (`Agent.linkStatistics`).
 public struct LinkStatistics: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import JSON
+import ThingAgentCore
 
 /// What the multi-control links asked of one member and have not yet seen come back (`LinkEngine`).
 ///

@@ -1,4 +1,5 @@
 import Synchronization
+import ThingAgentCore
 
 /// Ends a firmware upgrade that made no progress for `stallTimeout` (`otaStallTimeout`) as failed with failedCode
 /// `timeout`, through the cache writer, as `TransferWatch` does for gateway transfers. The daemon runs it; it

@@ -1,3 +1,4 @@
+import ThingAgentCore
 /// The daemon's offline warnings in the cache file (`offline_alerts`): which devices are offline since when (agent
 /// time) and whether they were warned about. Through the local store's connection (the one the daemon reopens when
 /// the cache file is put back); written from the offline watch's timer, never from the receive path.

@@ -1,4 +1,5 @@
 import Synchronization
+import ThingAgentCore
 
 /// Turns "offline for longer than the grace period" into one `offlineWarning` event, and the return of a device it
 /// warned about into one `backOnline` event. A device back online within the grace period produces neither.

@@ -1,3 +1,4 @@
+import ThingAgentCore
 /// Runs a stall watch's `check` until the task is cancelled, every tenth of `timeout` (20 ms to 1 s), so that a
 /// stall is ended at most a tenth of the timeout late. The transfer and firmware-upgrade watches share it.
 func runStallChecks(timeout: Duration, _ check: (Millis) -> Void) async {

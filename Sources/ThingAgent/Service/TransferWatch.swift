@@ -1,4 +1,5 @@
 import Synchronization
+import ThingAgentCore
 
 /// Ends a gateway replacement that made no progress (no status change) for `stallTimeout` as failed with
 /// failedCode `timeout`, through the cache writer, so the verdict is persisted and heard like a report.

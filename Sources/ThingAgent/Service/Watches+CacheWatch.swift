@@ -1,3 +1,4 @@
+import ThingAgentCore
 // The watches hear the cache writer (Cache/CacheWatch.swift): Service uses Cache, never the reverse.
 
 extension OfflineWatch: CacheWatch {

@@ -1,0 +1,69 @@
+import JSON
+
+/// One property value as reported, with the time it was measured.
+public struct PropertyValue: Sendable, Equatable {
+    public var value: JSONValue
+    public var time: Millis
+
+    public init(value: JSONValue, time: Millis) {
+        self.value = value
+        self.time = time
+    }
+}
+
+/// A signal level in dBm with the time it was measured.
+public struct SignalReading: Sendable, Equatable {
+    public var dBm: Int
+    public var time: Millis
+
+    public init(dBm: Int, time: Millis) {
+        self.dBm = dBm
+        self.time = time
+    }
+}
+
+/// A decoded device-to-agent message (docs/protocol.md, "Payloads").
+package enum InboundMessage: Sendable, Equatable {
+    case properties([(code: String, value: PropertyValue)])
+    case status(online: Bool, time: Millis)
+    case signal(wifi: SignalReading?, rsrp: SignalReading?)
+    case info(JSONObject, time: Millis)
+    case transferStatus(TransferStatusReport)
+    case response(Response)
+    case unbind(time: Millis)
+    case otaProgress(OTAProgressReport)
+
+    static package func == (lhs: InboundMessage, rhs: InboundMessage) -> Bool {
+        switch (lhs, rhs) {
+        case let (.properties(a), .properties(b)):
+            return a.count == b.count && zip(a, b).allSatisfy { $0.code == $1.code && $0.value == $1.value }
+        case let (.status(a, t), .status(b, u)): return a == b && t == u
+        case let (.signal(a, b), .signal(c, d)): return a == c && b == d
+        case let (.info(a, t), .info(b, u)): return a == b && t == u
+        case let (.transferStatus(a), .transferStatus(b)): return a == b
+        case let (.response(a), .response(b)): return a == b
+        case let (.unbind(a), .unbind(b)): return a == b
+        case let (.otaProgress(a), .otaProgress(b)): return a == b
+        default: return false
+        }
+    }
+}
+
+/// A gateway-replacement progress report from the gateway that takes over.
+package struct TransferStatusReport: Sendable, Equatable {
+    package var targetDeviceId: String
+    package var targetDeviceName: String?
+    package var sourceDeviceId: String
+    package var status: TransferStatus
+    package var failedCode: String
+    package var time: Millis
+}
+
+/// A device's answer to a request, matched to it by `msgId`.
+public struct Response: Sendable, Equatable {
+    public var msgId: String
+    public var code: Int
+    public var message: String?
+    public var data: JSONValue?
+    public var time: Millis
+}

@@ -9,6 +9,28 @@ import TestSupport
 /// Local edits, removal, the offline-warning switch and the detail composer, in process.
 @Suite("edits, removal and device details (library)", .serialized)
 struct DetailsAndEditsTests {
+    /// The library's way to groups and backup networks: changes through `apply`, reads beside `metadata`.
+    @Test(.timeLimit(.minutes(1)))
+    func groupsAndNetworksThroughTheAgent() async throws {
+        try await withBroker { broker in
+            try await withAgent(broker) { agent in
+                let lamp = try SimulatedDevice("lamp", brokerURL: broker.url)
+                try await lamp.connect()
+                try await lamp.status(true, time: t0)
+                try await waitUntil { agent.cache.device("lamp") != nil }
+                _ = try agent.apply(.createGroup("downstairs", devices: ["lamp"]))
+                _ = try agent.apply(.addNetwork(device: "lamp", BackupNetwork(ssid: "Home", password: "s3cretpass", priority: 5)))
+                #expect(try agent.groups().map(\.name) == ["downstairs"])
+                #expect(try agent.groups().first?.devices == ["lamp"])
+                #expect(try agent.backupNetworks("lamp").map(\.ssid) == ["Home"])
+                #expect(throws: EditError.unknownDevice("ghost")) {
+                    _ = try agent.apply(.createGroup("attic", devices: ["ghost"]))
+                }
+                await lamp.disconnect()
+            }
+        }
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func offlineWarningSwitchIsHonoured() async throws {
         try await withBroker { broker in

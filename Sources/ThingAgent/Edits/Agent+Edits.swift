@@ -63,6 +63,16 @@ extension Agent {
         try edit(deviceId, DeviceEdit(name: name))
     }
 
+    /// Every device group with its members (groups change through `apply(.createGroup(...))` and the like).
+    public func groups() throws -> [DeviceGroup] {
+        try requireLocal().groups()
+    }
+
+    /// A device's backup Wi-Fi networks, highest priority first (changed through `apply(.addNetwork(...))`).
+    public func backupNetworks(_ deviceId: String) throws -> [BackupNetwork] {
+        try requireLocal().backupNetworks(deviceId)
+    }
+
     /// Removes a device: clears its retained status and info on the broker, publishes the unbind request
     /// (`R/D/thing/unbind`, `{"msgId","time"}`, QoS 1), and drops it from the cache (memory and SQLite, with its
     /// local metadata, group memberships, scene actions, link memberships and backup networks; a scene left with

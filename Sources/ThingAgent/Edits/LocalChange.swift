@@ -162,7 +162,7 @@ extension LocalStore {
     /// for a group change, the device's networks for a network change, the scene or link. `isKnown` says whether a
     /// device is cached; a change naming an unknown device is `EditError.unknownDevice` and changes nothing.
     /// `model` gives a device's thing model: a scene's values and a link's codes are checked against it.
-    public func apply(_ change: LocalChange, isKnown: (String) -> Bool,
+    package func apply(_ change: LocalChange, isKnown: (String) -> Bool,
                       model: (String) -> ThingModel?) throws -> JSONValue {
         if case .createLink(let link) = change { try link.checkShape() }
         for device in change.devices where DeviceID.isValid(device) && !isKnown(device) {

@@ -4,17 +4,17 @@ import ThingAgentCore
 /// Multi-control links in the cache file's own tables (schema version 6).
 extension LocalStore {
     /// Every link with its members in the order given at create, by name.
-    public func links() throws -> [DeviceLink] {
+    package func links() throws -> [DeviceLink] {
         try withDatabase { db in try LocalTables.links(db, where: nil, []) }
     }
 
-    public func link(named name: String) throws -> DeviceLink? {
+    package func link(named name: String) throws -> DeviceLink? {
         try withDatabase { db in try LocalTables.links(db, where: "l.name = ?", [.text(name)]).first }
     }
 
     /// Creates a link (a name not yet taken). The caller checked it against the thing models (`DeviceLink.check`).
     @discardableResult
-    public func createLink(_ link: DeviceLink, now: Millis = Timestamp.current) throws -> DeviceLink {
+    package func createLink(_ link: DeviceLink, now: Millis = Timestamp.current) throws -> DeviceLink {
         try withDatabase { db in
             try db.transaction(.immediate) {
                 if try db.scalar("SELECT 1 FROM device_links WHERE name = ?", [.text(link.name)]) != nil {
@@ -32,7 +32,7 @@ extension LocalStore {
 
     /// Deletes a link; false when there was none of that name.
     @discardableResult
-    public func deleteLink(_ name: String) throws -> Bool {
+    package func deleteLink(_ name: String) throws -> Bool {
         try withDatabase { db in
             try db.run("DELETE FROM device_links WHERE name = ?", [.text(name)])
             return db.changes > 0

@@ -17,13 +17,13 @@ public struct SceneImport: Sendable, Equatable {
 /// Scenes in the cache file's own table (schema version 6); `scene_imports` remembers the scenes file's part.
 extension LocalStore {
     /// Every scene, by name.
-    public func scenes() throws -> [Scene] {
+    package func scenes() throws -> [Scene] {
         try withDatabase { db in
             try db.query("SELECT name, description, actions FROM scenes ORDER BY name").compactMap(Self.scene)
         }
     }
 
-    public func scene(named name: String) throws -> Scene? {
+    package func scene(named name: String) throws -> Scene? {
         try withDatabase { db in
             try db.query("SELECT name, description, actions FROM scenes WHERE name = ?", [.text(name)])
                 .first.flatMap(Self.scene)
@@ -31,14 +31,14 @@ extension LocalStore {
     }
 
     /// The names of the scenes ever imported from the scenes file (deleted or not since).
-    public func importedSceneNames() throws -> Set<String> {
+    package func importedSceneNames() throws -> Set<String> {
         try withDatabase { db in Set(try db.query("SELECT name FROM scene_imports").compactMap { $0.string("name") }) }
     }
 
     /// Creates a scene (`replacing: false`, a name not yet taken) or replaces one that exists (`replacing: true`).
     /// The caller checked its values against the thing models (`Scene.check`).
     @discardableResult
-    public func saveScene(_ scene: Scene, replacing: Bool, now: Millis = Timestamp.current) throws -> Scene {
+    package func saveScene(_ scene: Scene, replacing: Bool, now: Millis = Timestamp.current) throws -> Scene {
         try withDatabase { db in
             try db.transaction(.immediate) {
                 let exists = try db.scalar("SELECT 1 FROM scenes WHERE name = ?", [.text(scene.name)]) != nil
@@ -52,7 +52,7 @@ extension LocalStore {
 
     /// Deletes a scene; false when there was none of that name. A scene from the scenes file stays deleted.
     @discardableResult
-    public func deleteScene(_ name: String) throws -> Bool {
+    package func deleteScene(_ name: String) throws -> Bool {
         try withDatabase { db in
             try db.run("DELETE FROM scenes WHERE name = ?", [.text(name)])
             return db.changes > 0
@@ -63,7 +63,7 @@ extension LocalStore {
     /// for the first time is added; one the file gives as it did at the last import is left alone (also when it
     /// was changed or deleted in the cache since); one the file changed replaces the cached scene only when that
     /// is still what the file gave last time, and is otherwise kept out (and reported as kept).
-    public func importScenes(_ scenes: Scenes, from path: String, now: Millis = Timestamp.current) throws -> SceneImport {
+    package func importScenes(_ scenes: Scenes, from path: String, now: Millis = Timestamp.current) throws -> SceneImport {
         try withDatabase { db in
             try db.transaction(.immediate) {
                 var report = SceneImport()
@@ -123,7 +123,7 @@ extension LocalStore {
     // MARK: gateway replacements
 
     /// The recorded gateway replacements, latest first: all, or those where `gateway` was the old or the new one.
-    public func replacements(involving gateway: String? = nil) throws -> [GatewayReplacement] {
+    package func replacements(involving gateway: String? = nil) throws -> [GatewayReplacement] {
         try withDatabase { db in try ReplacementMoves.replacements(involving: gateway, in: db) }
     }
 }

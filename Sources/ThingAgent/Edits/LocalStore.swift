@@ -50,12 +50,12 @@ public struct BackupNetwork: Sendable, Equatable {
 /// Not cached in memory: every read goes to SQLite, so the daemon sees an edit made by the CLI (another process
 /// writing the same file; WAL and the busy timeout let both work) at its next read, with nothing to invalidate.
 /// Reads are rare (an API request, a detail page, an offline warning), never on the receive path.
-public final class LocalStore: Sendable {
+package final class LocalStore: Sendable {
     private let database: Mutex<Database>
-    public let path: String
+    package let path: String
 
     /// Opens its own connection to the cache file. `readOnly` for readers that must not migrate (the CLI's `info`).
-    public init(path: String, readOnly: Bool = false) throws {
+    package init(path: String, readOnly: Bool = false) throws {
         self.database = Mutex(try CacheSchema.open(path, readOnly: readOnly))
         self.path = path
     }
@@ -112,25 +112,25 @@ public final class LocalStore: Sendable {
     // MARK: metadata
 
     /// The device's local metadata; defaults (no local name, offline warning on) when never edited.
-    public func metadata(_ id: String) throws -> DeviceMetadata {
+    package func metadata(_ id: String) throws -> DeviceMetadata {
         try withDatabase { db in try LocalTables.metadata(id, in: db) }
     }
 
     /// Every edited device's metadata (one query for a whole list).
-    public func allMetadata() throws -> [String: DeviceMetadata] {
+    package func allMetadata() throws -> [String: DeviceMetadata] {
         try withDatabase { db in try LocalTables.allMetadata(in: db) }
     }
 
     /// On any connection to the file (the CLI's reader reads it on the one it reads the device with).
 
     /// Whether the offline watch may warn about the device (true when unreadable: a warning too many beats none).
-    public func offlineWarningEnabled(_ id: String) -> Bool {
+    package func offlineWarningEnabled(_ id: String) -> Bool {
         (try? metadata(id).offlineWarning) ?? true
     }
 
     /// Applies an edit and returns the metadata as it now is.
     @discardableResult
-    public func edit(_ id: String, _ edit: DeviceEdit, now: Millis = Timestamp.current) throws -> DeviceMetadata {
+    package func edit(_ id: String, _ edit: DeviceEdit, now: Millis = Timestamp.current) throws -> DeviceMetadata {
         guard DeviceID.isValid(id) else { throw EditError.invalid("'\(id)' is not a device id") }
         if let icon = edit.icon, !icon.isEmpty, URL(string: icon)?.scheme == nil {
             throw EditError.invalid("the icon must be a URL (https://…, file://…)")
@@ -166,18 +166,18 @@ public final class LocalStore: Sendable {
     // MARK: groups
 
     /// Every group with its members, by name.
-    public func groups() throws -> [DeviceGroup] {
+    package func groups() throws -> [DeviceGroup] {
         try withDatabase { db in try Self.groups(db, where: nil, []) }
     }
 
     /// The groups the device belongs to.
-    public func groups(containing id: String) throws -> [DeviceGroup] {
+    package func groups(containing id: String) throws -> [DeviceGroup] {
         try withDatabase { db in
             try Self.groups(db, where: "g.group_id IN (SELECT group_id FROM group_members WHERE dev_id = ?)", [.text(id)])
         }
     }
 
-    public func group(named name: String) throws -> DeviceGroup? {
+    package func group(named name: String) throws -> DeviceGroup? {
         try withDatabase { db in try Self.groups(db, where: "g.name = ?", [.text(name)]).first }
     }
 
@@ -200,7 +200,7 @@ public final class LocalStore: Sendable {
 
     /// Creates a group (a name not yet taken) with the given members.
     @discardableResult
-    public func createGroup(_ name: String, devices: [String] = [], now: Millis = Timestamp.current) throws -> DeviceGroup {
+    package func createGroup(_ name: String, devices: [String] = [], now: Millis = Timestamp.current) throws -> DeviceGroup {
         guard !name.isEmpty, name.count <= 64 else { throw EditError.invalid("a group name has 1 to 64 characters") }
         try validate(devices)
         try withDatabase { db in
@@ -221,7 +221,7 @@ public final class LocalStore: Sendable {
 
     /// Deletes a group; false when there was none of that name.
     @discardableResult
-    public func deleteGroup(_ name: String) throws -> Bool {
+    package func deleteGroup(_ name: String) throws -> Bool {
         try withDatabase { db in
             try db.run("DELETE FROM device_groups WHERE name = ?", [.text(name)])
             return db.changes > 0
@@ -229,7 +229,7 @@ public final class LocalStore: Sendable {
     }
 
     /// Adds devices to a group (already members stay).
-    public func addToGroup(_ name: String, devices: [String]) throws {
+    package func addToGroup(_ name: String, devices: [String]) throws {
         try validate(devices)
         try withDatabase { db in
             try db.transaction(.immediate) {
@@ -244,7 +244,7 @@ public final class LocalStore: Sendable {
     }
 
     /// Removes devices from a group.
-    public func removeFromGroup(_ name: String, devices: [String]) throws {
+    package func removeFromGroup(_ name: String, devices: [String]) throws {
         try withDatabase { db in
             try db.transaction(.immediate) {
                 guard case .integer(let id)? = try db.scalar(
@@ -259,7 +259,7 @@ public final class LocalStore: Sendable {
     // MARK: backup networks
 
     /// The device's backup Wi-Fi networks, highest priority first.
-    public func backupNetworks(_ id: String) throws -> [BackupNetwork] {
+    package func backupNetworks(_ id: String) throws -> [BackupNetwork] {
         try withDatabase { db in
             try db.query("""
                 SELECT ssid, password, priority, added_at FROM backup_networks WHERE dev_id = ?
@@ -272,7 +272,7 @@ public final class LocalStore: Sendable {
     }
 
     /// Adds a backup network, or replaces the one with the same SSID.
-    public func addBackupNetwork(_ id: String, _ network: BackupNetwork, now: Millis = Timestamp.current) throws {
+    package func addBackupNetwork(_ id: String, _ network: BackupNetwork, now: Millis = Timestamp.current) throws {
         guard DeviceID.isValid(id) else { throw EditError.invalid("'\(id)' is not a device id") }
         guard !network.ssid.isEmpty, network.ssid.utf8.count <= 32 else {
             throw EditError.invalid("an SSID has 1 to 32 bytes")
@@ -291,7 +291,7 @@ public final class LocalStore: Sendable {
 
     /// Removes a backup network; false when the device had none with that SSID.
     @discardableResult
-    public func removeBackupNetwork(_ id: String, ssid: String) throws -> Bool {
+    package func removeBackupNetwork(_ id: String, ssid: String) throws -> Bool {
         try withDatabase { db in
             try db.run("DELETE FROM backup_networks WHERE dev_id = ? AND ssid = ?", [.text(id), .text(ssid)])
             return db.changes > 0
@@ -304,12 +304,12 @@ public final class LocalStore: Sendable {
     /// group memberships, scene actions, link memberships and backup networks (a scene left with no action and a
     /// link left with one member go too). Returns whether it had a cached row.
     @discardableResult
-    public func deleteDevice(_ id: String) throws -> Bool {
+    package func deleteDevice(_ id: String) throws -> Bool {
         try withDatabase { db in try CacheSchema.deleteDevice(id, in: db) }
     }
 
     /// What removing the device would take it out of: groups, scene actions, links (`DeviceRemoval`).
-    public func references(of id: String) throws -> DeviceRemoval {
+    package func references(of id: String) throws -> DeviceRemoval {
         try withDatabase { db in try RemovalMoves.references(of: id, in: db) }
     }
 

@@ -55,7 +55,7 @@ public final class Agent: Sendable {
     /// Requests sent to devices, by kind and outcome, and their durations (the metrics).
     let requestMetrics = RequestMetrics()
     /// Local metadata, groups, backup networks (its own SQLite connection); nil for a `watch` without a cache file.
-    public let local: LocalStore?
+    package let local: LocalStore?
     /// The API's request queue; nil unless the daemon serves the API.
     let apiQueue: APIQueue?
     /// Events published and API requests served.

@@ -36,7 +36,7 @@ struct ScrapeBenchmark {
     {
         var configuration = AgentConfiguration()
         configuration.database = directory + "/scrape-\(UInt32.random(in: 0...UInt32.max)).sqlite"
-        let agent = try Agent(configuration: configuration, role: .service)
+        let agent = try Agent(configuration: configuration, role: .daemon)
         let token = agent.events.addListener { _ in }
         let prepared = messages.map { MQTTMessage(topic: $0.topic, payload: $0.payload, qos: .atLeastOnce, retain: false) }
         let scraper = Scraper(agent: agent)

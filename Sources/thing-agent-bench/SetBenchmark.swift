@@ -17,7 +17,7 @@ struct SetBenchmark {
         var configuration = AgentConfiguration()
         configuration.broker = brokerURL
         configuration.database = directory + "/set-\(UInt32.random(in: 0...UInt32.max)).sqlite"
-        let agent = try Agent(configuration: configuration, role: .service, standIn: true)
+        let agent = try Agent(configuration: configuration, role: .standIn)
         try await agent.start()
 
         let clock = ContinuousClock()

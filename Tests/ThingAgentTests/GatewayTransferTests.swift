@@ -253,7 +253,7 @@ struct GatewayTransferTests {
             let answering = try await Self.accept(fleet)
             configuration.transferStallTimeout = .milliseconds(500)
             func standIn() async throws -> Agent {
-                let agent = try Agent(configuration: configuration, role: .service, standIn: true)
+                let agent = try Agent(configuration: configuration, role: .standIn)
                 try await agent.start()
                 return agent
             }

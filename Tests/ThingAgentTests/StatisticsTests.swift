@@ -84,7 +84,7 @@ struct StatisticsTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = AgentConfiguration()
         configuration.database = directory + "/cache.sqlite"
-        _ = try Agent(configuration: configuration, role: .service, standIn: true)
+        _ = try Agent(configuration: configuration, role: .standIn)
         #expect(try CacheReader(path: configuration.database).statistics() == nil)
     }
 }

@@ -68,7 +68,7 @@ extension Agent {
 
     private func recordAndSendUpgrade(_ deviceId: String, image: FirmwareCatalog.Image,
                                       timeout: Duration?) async throws -> OTAUpgrade {
-        guard role == .service else {
+        guard role.writesCache else {
             throw RequestError.unsupported(deviceId: deviceId,
                                            reason: "firmware upgrades are tracked by the daemon (thing-agent run)")
         }

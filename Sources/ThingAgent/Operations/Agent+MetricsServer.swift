@@ -5,7 +5,7 @@ import ThingAgentCore
 extension Agent {
     /// Serves `GET /metrics` and `GET /health` on `metricsAddress` (the daemon only); nil when none is set.
     func startMetricsServer() throws(MetricsServerError) -> HTTPServer? {
-        guard role == .service, let text = configuration.metricsAddress else { return nil }
+        guard role.writesCache, let text = configuration.metricsAddress else { return nil }
         guard let address = MetricsAddress(text) else {
             throw MetricsServerError(message: "metricsAddress '\(text)' is not HOST:PORT", restartCannotFix: true)
         }

@@ -14,7 +14,7 @@ struct ReloadableSettings: Sendable {
         models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         detailConfig = try configuration.detailConfig.map { try DetailConfig(file: $0) } ?? .standard
         catalog = try configuration.firmwareCatalog.map { try FirmwareCatalog(file: $0) } ?? FirmwareCatalog()
-        scenes = try role == .service ? configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([]) : Scenes([])
+        scenes = try role.writesCache ? configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([]) : Scenes([])
     }
 }
 
@@ -93,7 +93,7 @@ extension Agent {
         }
         do {
             next.scenes = try configuration.scenesFile.map { try Scenes(file: $0) } ?? Scenes([])
-            if role == .service, let local, let file = configuration.scenesFile {
+            if role.writesCache, let local, let file = configuration.scenesFile {
                 let imported = try Self.importScenes(next.scenes, from: file, into: local, logger: logger) { device in
                     next.models.model(for: self.cache.device(device)?.info.productId)
                 }

@@ -11,23 +11,34 @@ import ThingAgentCore
 /// subscribes and works until its task is cancelled, then stops gracefully: it owns ingest, journal, flusher,
 /// timers and the API, as a swift-service-lifecycle `Service` owns its work.
 ///
-/// Within the package the same type also runs as a stand-in for the daemon (`standIn`: a short-lived command
-/// that holds the cache's lock while no daemon runs, and writes it as the daemon would) and as an observer
-/// (`Role`); a library user sees the service alone, and `AgentClient` beside it.
+/// Within the package the same type also runs as a stand-in for the daemon and as an observer (`Role`); a library
+/// user sees the daemon's role alone, and `AgentClient` beside it.
 public final class Agent: Sendable {
+    /// What an agent is for. Each part of the agent asks its role one of two questions, `writesCache` and
+    /// `speaksForTheFleet`, so that what each role does reads in one place (here) rather than in conditions spread
+    /// through the code.
     package enum Role: Sendable {
-        /// The cache's writer: subscribes to every device topic, keeps the cache, sends requests.
-        case service
-        /// Follows every device topic into a memory-only copy of the cache; writes nothing.
+        /// The cache's writer and the fleet's voice: keeps the cache, announces itself, serves the API, provisions,
+        /// propagates links, publishes its counters. `thing-agent run` and an embedded agent.
+        case daemon
+        /// A daemon's work done by a short-lived command while no daemon runs: it keeps the cache as the daemon
+        /// would (journal, SQLite, local tables, timers), but neither announces itself nor serves the API, uses a
+        /// client id of its own with a clean session, leaves the daemon's counters in the file, and logs its start
+        /// and stop quietly.
+        case standIn
+        /// Follows every device topic into a memory-only copy of the cache; writes nothing (`thing-agent watch`).
         case observer
+
+        /// Journals, writes SQLite and the local tables, keeps the watches and timers: the daemon and its stand-in.
+        package var writesCache: Bool { self != .observer }
+        /// Announces itself, serves the API, provisions, propagates links, imports the scenes file and publishes
+        /// its counters: the daemon alone.
+        package var speaksForTheFleet: Bool { self == .daemon }
     }
 
     public let configuration: AgentConfiguration
     package let role: Role
-    /// A service run by a short-lived command while no daemon runs: it neither announces itself nor serves the API,
-    /// uses a client id of its own with a clean session, leaves the daemon's counters in the file, and logs its
-    /// start and stop quietly.
-    package let isStandIn: Bool
+    package var isStandIn: Bool { role == .standIn }
     public let cache: DeviceCache
     public let events: EventHub
     public let logger: AgentLogger
@@ -75,7 +86,7 @@ public final class Agent: Sendable {
     /// `StartUpInterrupted`, having written nothing (a SIGTERM during start-up).
     public convenience init(configuration: AgentConfiguration, logger: AgentLogger = .disabled, lockCache: Bool = true,
                             shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
-        try self.init(configuration: configuration, role: .service, logger: logger, lockCache: lockCache,
+        try self.init(configuration: configuration, role: .daemon, logger: logger, lockCache: lockCache,
                       shouldStop: shouldStop)
     }
 
@@ -84,14 +95,12 @@ public final class Agent: Sendable {
     /// unit (300 s), so that systemd does not kill the waiting daemon.
     static let commandLockWait: Duration = .seconds(240)
 
-    /// The service (or its stand-in), or an observer.
+    /// The daemon, its stand-in or an observer.
     package init(configuration: AgentConfiguration, role: Role, logger: AgentLogger = .disabled,
-                 lockCache: Bool = false, standIn: Bool = false,
-                 shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
+                 lockCache: Bool = false, shouldStop: @escaping @Sendable () -> Bool = { false }) throws {
         try configuration.checkCombinations()
         self.configuration = configuration
         self.role = role
-        isStandIn = standIn
         self.logger = logger
         reloadable = Mutex(try ReloadableSettings(configuration, role: role))
         topics = configuration.topics
@@ -120,7 +129,7 @@ public final class Agent: Sendable {
                 cacheLock = nil
             }
             cache = DeviceCache(try opened.loadAll(shouldStop: shouldStop))
-            if role == .service { cachedUpgrades = try OTAUpgrades.read(opened.database) }
+            if role.writesCache { cachedUpgrades = try OTAUpgrades.read(opened.database) }
             store = opened
         }
         // Only the service journals: it is the one process that acknowledges reports to the broker. Not
@@ -131,16 +140,16 @@ public final class Agent: Sendable {
         } else {
             local = try LocalStore(path: configuration.database)
         }
-        let journal = role == .service
+        let journal = role.writesCache
             ? try Journal(path: configuration.database + ".journal", initialCapacity: try Self.journalSize()) : nil
-        let storage = role == .service
+        let storage = role.writesCache
             ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
             : StorageMonitor()
         let currentModels = CurrentModels(reloadable.withLock { $0.models })
         self.currentModels = currentModels
         writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, storage: storage, maxProperties: configuration.maxPropertiesPerDevice,
                              trustsForeignTransfers: configuration.trustForeignTransfers, models: currentModels)
-        if role == .service, PrivateFiles.isReadableByOthers(configuration.database) {
+        if role.writesCache, PrivateFiles.isReadableByOthers(configuration.database) {
             logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
                            + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.database])
         }
@@ -149,18 +158,18 @@ public final class Agent: Sendable {
         let integration = IntegrationCounters()
         self.integration = integration
         // Only the daemon warns, and it keeps its warnings in the file so that a restart neither loses nor repeats one.
-        let alerts = role == .service ? local.map(OfflineAlertStore.init) : nil
+        let alerts = role.writesCache ? local.map(OfflineAlertStore.init) : nil
         offlineWatch = OfflineWatch(grace: configuration.offlineGracePeriod, hub: events, store: alerts,
                                     logger: logger) { device in
             local?.offlineWarningEnabled(device) ?? true
         }
         transferWatch = TransferWatch(stallTimeout: configuration.transferStallTimeout, writer: writer,
                                       topics: topics, logger: logger)
-        let apiQueue = role == .service && !standIn && configuration.serveAPI
+        let apiQueue = role.speaksForTheFleet && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
         self.apiQueue = apiQueue
         // The daemon alone: a stand-in's removal leaves the broker credentials to the daemon's next start.
-        let provisioning = role == .service && !standIn && configuration.provisioning
+        let provisioning = role.speaksForTheFleet && configuration.provisioning
             ? try Self.makeProvisioning(configuration, cache: cache, logger: logger) : nil
         self.provisioning = provisioning
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
@@ -170,11 +179,11 @@ public final class Agent: Sendable {
             }
         }
         // The writer tells the watches what it applied, whoever caused it.
-        if role == .service { writer.watches.add(offlineWatch) }
+        if role.writesCache { writer.watches.add(offlineWatch) }
         if let provisioning { writer.watches.add(AccessWatch(provisioning: provisioning)) }
-        if role != .observer { writer.watches.add(transferWatch) }
+        if role.writesCache { writer.watches.add(transferWatch) }
         otaWatch = OTAWatch(stallTimeout: configuration.otaStallTimeout, writer: writer, logger: logger)
-        if role == .service {
+        if role.writesCache {
             // The daemon tracks every upgrade, also those a restart interrupted.
             writer.watches.add(otaWatch)
             writer.upgrades.load(cachedUpgrades)
@@ -182,12 +191,12 @@ public final class Agent: Sendable {
         }
         linkEngine = LinkEngine(cache: cache, hub: events, logger: logger, grace: max(configuration.requestTimeout, .seconds(5)),
                                 models: currentModels)
-        if role == .service, let local {
+        if role.writesCache, let local {
             // The links hear every change, as the watches do; they send sets only once the daemon's `start()`
             // connected (a stand-in's short life sends none, but a replacement it writes moves them too).
             linkEngine.load(try local.links())
             writer.watches.add(linkEngine)
-            if !standIn {
+            if role.speaksForTheFleet {
                 let (scenes, models) = reloadable.withLock { ($0.scenes, $0.models) }
                 try Self.importScenes(scenes, from: configuration.scenesFile, into: local, logger: logger) { [cache] in
                     models.model(for: cache.device($0)?.info.productId)
@@ -200,13 +209,13 @@ public final class Agent: Sendable {
         // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
         let since = Timestamp.now()
         let counters = ingestor.counters
-        let report: (@Sendable () -> [String: Int64])? = role != .service || standIn ? nil : { @Sendable in
+        let report: (@Sendable () -> [String: Int64])? = !role.speaksForTheFleet ? nil : { @Sendable in
             var rows = counters.snapshot.metaRows
             rows[IngestStatistics.sinceKey] = since
             return rows
         }
         var check: (@Sendable () -> Void)?
-        if role == .service {
+        if role.writesCache {
             let fileCheck = CacheFileCheck(path: configuration.database, writer: writer, local: local)
             check = { fileCheck.run() }
         }
@@ -218,14 +227,14 @@ public final class Agent: Sendable {
         try writer.flush(meta: report?() ?? [:])
         try writer.compactJournal(threshold: 0)
         if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
-        if role == .service {
+        if role.writesCache {
             // After the replay, so that the cache (and the watch) know every status the killed run had taken in.
             offlineWatch.restore(offline: cache.filter { $0.online == false }.map { ($0.id, $0.updatedAt) })
             transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
         }
-        let mqtt = Self.mqttConfiguration(configuration, daemon: role == .service && !standIn)
+        let mqtt = Self.mqttConfiguration(configuration, daemon: role.speaksForTheFleet)
         let connectionLog = ConnectionLog(broker: configuration.broker, clientID: mqtt.clientID, logger: logger,
-                                          quiet: role != .service || standIn)
+                                          quiet: !role.speaksForTheFleet)
         self.connectionLog = connectionLog
         let readiness = readiness
         client = try MQTTClient(
@@ -273,7 +282,7 @@ public final class Agent: Sendable {
         let activations = provisioning.map { _ in [(topics.activations, QoS.atLeastOnce)] } ?? []
         try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []) + activations)
         readiness.subscribed()
-        if role == .service, !isStandIn {
+        if role.speaksForTheFleet {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
             // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
             logger.info("connected and subscribed", metadata: [
@@ -289,7 +298,7 @@ public final class Agent: Sendable {
     public func run(onStarted: (@Sendable () -> Void)? = nil) async throws {
         // Registered before connecting, so the feed starts with the first message (and counts as a listener
         // from then on).
-        let events = role == .service && configuration.publishEvents
+        let events = role.writesCache && configuration.publishEvents
             ? self.events.events(kinds: .all, queueLimit: configuration.eventQueueLimit) : nil
         // Before the broker: an address that cannot be served is a set-up error of its own, said at once, not a
         // broker problem found after the connection.
@@ -330,10 +339,10 @@ public final class Agent: Sendable {
     /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
     package func runTimers() async {
         await withDiscardingTaskGroup { group in
-            if role == .service { group.addTask { await self.offlineWatch.run() } }
-            if role != .observer { group.addTask { await self.transferWatch.run() } }
-            if role == .service { group.addTask { await self.otaWatch.run() } }
-            if role == .service, !isStandIn { group.addTask { await self.linkEngine.run(self) } }
+            if role.writesCache { group.addTask { await self.offlineWatch.run() } }
+            if role.writesCache { group.addTask { await self.transferWatch.run() } }
+            if role.writesCache { group.addTask { await self.otaWatch.run() } }
+            if role.speaksForTheFleet { group.addTask { await self.linkEngine.run(self) } }
             if let provisioning {
                 group.addTask { await self.serveActivations(provisioning) }
                 group.addTask { await self.runPairingCleanup(provisioning) }
@@ -351,7 +360,7 @@ public final class Agent: Sendable {
         while true {
             do {
                 return try await start()
-            } catch let error as MQTTError where role == .service && Self.isTransient(error) {
+            } catch let error as MQTTError where role.writesCache && Self.isTransient(error) {
                 let what = error.kind == .connectionRefused || error.kind == .timeout
                     ? "broker not reachable" : "connection lost while starting"
                 logger.warning("\(what); retrying in \(String(format: "%.1f", delay.seconds)) s",
@@ -372,7 +381,7 @@ public final class Agent: Sendable {
     package func stop() async {
         linkEngine.stop()
         ingestor.stopWaiting()
-        if role == .service, !isStandIn, client.state == .connected {
+        if role.speaksForTheFleet, client.state == .connected {
             // At QoS 0: a QoS 1 publish waits in the library while its in-flight window is full (the event feed's
             // publishes, acknowledged behind a backlog of messages to the agent), and the DISCONNECT queued after
             // it then closes the connection before it was ever sent. A QoS 0 one is queued at once, so it goes out
@@ -382,9 +391,9 @@ public final class Agent: Sendable {
                                       qos: .atMostOnce, retain: true)
         }
         await client.disconnect()
-        if role == .service { offlineWatch.save() }
+        if role.writesCache { offlineWatch.save() }
         flusher.stop()
-        if role == .service {
+        if role.writesCache {
             // The WAL goes into the main file, so that the file alone (a copy, a backup) holds everything.
             do {
                 try writer.checkpoint()
@@ -403,7 +412,7 @@ public final class Agent: Sendable {
         // Everything is written: the file is the next writer's (a daemon starting again, a command).
         cacheLock?.release()
         // A short-lived CLI client stopping is not news on every command's stderr.
-        logger.log(role == .service && !isStandIn ? .info : .debug, "stopped")
+        logger.log(role.speaksForTheFleet ? .info : .debug, "stopped")
     }
 
     /// Feeds a message to the receive path as if the broker had delivered it (benchmarks and tests of the

@@ -52,8 +52,7 @@ final class DeviceRequests: Sendable {
     /// cache and loads the thing models (errors exit 1), and writes the file with the daemon's code.
     static func makeStandIn(_ configuration: AgentConfiguration) throws -> Agent {
         do {
-            return try Agent(configuration: configuration, role: .service, logger: CommonOptions.logger(configuration),
-                             standIn: true)
+            return try Agent(configuration: configuration, role: .standIn, logger: CommonOptions.logger(configuration))
         } catch {
             throw CommandFailure(code: .failure, message: "\(error)")
         }

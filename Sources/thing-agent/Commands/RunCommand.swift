@@ -53,7 +53,7 @@ enum RunCommand: Command {
         let agent: Agent
         logger.info("loading the cache", metadata: ["db": configuration.database])
         do {
-            agent = try Agent(configuration: configuration, role: .service, logger: logger, lockCache: true,
+            agent = try Agent(configuration: configuration, role: .daemon, logger: logger, lockCache: true,
                               shouldStop: { stop.isRequested })
         } catch is StartUpInterrupted {
             logger.info("stopped during start-up; nothing was written")

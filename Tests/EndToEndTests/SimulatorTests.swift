@@ -122,7 +122,7 @@ struct SimulatorTests {
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
             /// Runs a short simulation next to a fresh agent and returns the printed fleet and what the agent cached.
-            func run(seed: String) async throws -> (table: String, devices: [String: JSONObject]) {
+            func run(seed: String) async throws -> (table: String, devices: [String: JSONObject], stats: String) {
                 let (agent, running) = try await Self.startAgent(broker, directory: directory)
                 let result = try await runCommand(thingAgentExecutable(), [
                     "simulate", "--broker", broker.url, "--devices", "2", "--gateways", "1", "--subdevices", "1",
@@ -139,7 +139,11 @@ struct SimulatorTests {
                 running.cancel()
                 _ = try? await running.value
                 let table = result.stdout.split(separator: "\n").filter { !$0.hasPrefix("simulate:") }.joined(separator: "\n")
-                return (table, devices)
+                // What to read when a run differs: the simulator's own count of what it sent, and the agent's of
+                // what it took.
+                let stats = result.stdout.split(separator: "\n").filter { $0.hasPrefix("simulate:") }.joined(separator: "; ")
+                    + " | agent: \(agent.statistics)"
+                return (table, devices, stats)
             }
             let first = try await run(seed: "1")
             let again = try await run(seed: "1")
@@ -147,7 +151,9 @@ struct SimulatorTests {
             #expect(first.table.contains("gw-") && first.table.contains("sub-") && first.table.contains("dev-"))
             let ids = first.devices.keys.filter { first.table.contains($0) }
             #expect(ids.count == 4)
-            for id in ids { #expect(first.devices[id] == again.devices[id], "\(id) differs between runs") }
+            for id in ids {
+                #expect(first.devices[id] == again.devices[id], "\(id) differs between runs: \(first.stats) / \(again.stats)")
+            }
             let other = try await run(seed: "2")
             #expect(other.table != first.table)
         }

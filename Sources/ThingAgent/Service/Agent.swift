@@ -102,136 +102,43 @@ public final class Agent: Sendable {
         self.configuration = configuration
         self.role = role
         self.logger = logger
-        reloadable = Mutex(try ReloadableSettings(configuration, role: role))
+        let settings = try ReloadableSettings(configuration, role: role)
+        reloadable = Mutex(settings)
         topics = configuration.topics
         events = EventHub()
-        let store: CacheStore?
-        var cachedUpgrades: [OTAUpgrade] = []
-        if role == .observer {
-            store = nil
-            cacheLock = nil
-            let existing = FileManager.default.fileExists(atPath: configuration.database)
-            cache = DeviceCache(existing ? try CacheStore(path: configuration.database, readOnly: true).loadAll() : [:])
-        } else {
-            let database = configuration.database
-            let opened: CacheStore
-            if lockCache {
-                (cacheLock, opened) = try CacheLock.lockThenOpen(
-                    cache: database, holder: .daemon(clientID: configuration.clientID),
-                    commandWait: Self.commandLockWait,
-                    waiting: { held in
-                        logger.notice("a command holds the cache while no daemon runs: waiting for it", metadata: [
-                            "pid": held.holder.map { "\($0)" } ?? "?", "lock": held.lockFile,
-                            "holder": "\(held)", "atMost": "\(Int(Self.commandLockWait.seconds)) s"])
-                    }, shouldStop: shouldStop) { try CacheStore(path: database) }
-            } else {
-                opened = try CacheStore(path: database)
-                cacheLock = nil
-            }
-            cache = DeviceCache(try opened.loadAll(shouldStop: shouldStop))
-            if role.writesCache { cachedUpgrades = try OTAUpgrades.read(opened.database) }
-            store = opened
-        }
-        // Only the service journals: it is the one process that acknowledges reports to the broker. Not
-        // "-journal": that name is SQLite's own rollback journal, which SQLite would try to roll back.
-        if role == .observer {
-            local = FileManager.default.fileExists(atPath: configuration.database)
-                ? try? LocalStore(path: configuration.database, readOnly: true) : nil
-        } else {
-            local = try LocalStore(path: configuration.database)
-        }
-        let journal = role.writesCache
-            ? try Journal(path: configuration.database + ".journal", initialCapacity: try Self.journalSize()) : nil
-        let storage = role.writesCache
-            ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
-            : StorageMonitor()
-        let currentModels = CurrentModels(reloadable.withLock { $0.models })
-        self.currentModels = currentModels
-        writer = CacheWriter(store: store, journal: journal, cache: cache, hub: events, storage: storage, maxProperties: configuration.maxPropertiesPerDevice,
-                             trustsForeignTransfers: configuration.trustForeignTransfers, models: currentModels)
-        if role.writesCache, PrivateFiles.isReadableByOthers(configuration.database) {
-            logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
-                           + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.database])
-        }
+        let opened = try Self.openCache(configuration, role: role, logger: logger, lockCache: lockCache,
+                                        shouldStop: shouldStop)
+        (cacheLock, cache, local) = (opened.lock, opened.cache, opened.local)
+        let upgrades = opened.upgrades
+        currentModels = CurrentModels(settings.models)
+        writer = try Self.makeWriter(configuration, role: role, store: opened.store, cache: cache, hub: events,
+                                     models: currentModels, logger: logger)
         tracker = RequestTracker(limit: configuration.maxInFlight)
-        let local = local
-        let integration = IntegrationCounters()
-        self.integration = integration
-        // Only the daemon warns, and it keeps its warnings in the file so that a restart neither loses nor repeats one.
-        let alerts = role.writesCache ? local.map(OfflineAlertStore.init) : nil
-        offlineWatch = OfflineWatch(grace: configuration.offlineGracePeriod, hub: events, store: alerts,
-                                    logger: logger) { device in
-            local?.offlineWarningEnabled(device) ?? true
-        }
-        transferWatch = TransferWatch(stallTimeout: configuration.transferStallTimeout, writer: writer,
-                                      topics: topics, logger: logger)
+        integration = IntegrationCounters()
         let apiQueue = role.speaksForTheFleet && configuration.serveAPI
             ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
-        self.apiQueue = apiQueue
         // The daemon alone: a stand-in's removal leaves the broker credentials to the daemon's next start.
         let provisioning = role.speaksForTheFleet && configuration.provisioning
             ? try Self.makeProvisioning(configuration, cache: cache, logger: logger) : nil
-        self.provisioning = provisioning
+        (self.apiQueue, self.provisioning) = (apiQueue, provisioning)
+        let watches = try Self.makeWatches(configuration, role: role, cache: cache, local: local, upgrades: upgrades,
+                                           writer: writer, hub: events, topics: topics, provisioning: provisioning,
+                                           models: currentModels, reloadable: settings, logger: logger)
+        (offlineWatch, transferWatch, otaWatch, linkEngine) = (watches.offline, watches.transfer, watches.ota,
+                                                               watches.links)
+        // Topics outside the device tree go to the API's queue or the activations' (nowhere for the other roles).
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
         if apiQueue != nil || provisioning != nil {
-            elsewhere = { message in
-                (apiQueue?.accept(message) ?? false) || (provisioning?.accept(message) ?? false)
-            }
-        }
-        // The writer tells the watches what it applied, whoever caused it.
-        if role.writesCache { writer.watches.add(offlineWatch) }
-        if let provisioning { writer.watches.add(AccessWatch(provisioning: provisioning)) }
-        if role.writesCache { writer.watches.add(transferWatch) }
-        otaWatch = OTAWatch(stallTimeout: configuration.otaStallTimeout, writer: writer, logger: logger)
-        if role.writesCache {
-            // The daemon tracks every upgrade, also those a restart interrupted.
-            writer.watches.add(otaWatch)
-            writer.upgrades.load(cachedUpgrades)
-            otaWatch.watchCached(cachedUpgrades, now: Timestamp.now())
-        }
-        linkEngine = LinkEngine(cache: cache, hub: events, logger: logger, grace: max(configuration.requestTimeout, .seconds(5)),
-                                models: currentModels)
-        if role.writesCache, let local {
-            // The links hear every change, as the watches do; they send sets only once the daemon's `start()`
-            // connected (a stand-in's short life sends none, but a replacement it writes moves them too).
-            linkEngine.load(try local.links())
-            writer.watches.add(linkEngine)
-            if role.speaksForTheFleet {
-                let (scenes, models) = reloadable.withLock { ($0.scenes, $0.models) }
-                try Self.importScenes(scenes, from: configuration.scenesFile, into: local, logger: logger) { [cache] in
-                    models.model(for: cache.device($0)?.info.productId)
-                }
-            }
+            elsewhere = { (apiQueue?.accept($0) ?? false) || (provisioning?.accept($0) ?? false) }
         }
         let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, limits: IngestLimits(configuration))
         self.ingestor = ingestor
-        // Only the daemon's counters go into the file (`thing-agent stats`), counted from this start.
-        let since = Timestamp.now()
-        let counters = ingestor.counters
-        let report: (@Sendable () -> [String: Int64])? = !role.speaksForTheFleet ? nil : { @Sendable in
-            var rows = counters.snapshot.metaRows
-            rows[IngestStatistics.sinceKey] = since
-            return rows
-        }
-        var check: (@Sendable () -> Void)?
-        if role.writesCache {
-            let fileCheck = CacheFileCheck(path: configuration.database, writer: writer, local: local)
-            check = { fileCheck.run() }
-        }
-        flusher = CacheFlusher(writer: writer, interval: configuration.flushInterval, report: report,
-                               check: check, logger: logger)
-        // Records the last run journaled but did not get into SQLite: replay, write, start a fresh journal.
-        let replayed = try writer.replayJournal(shouldStop: shouldStop) { ingestor.replay($0) }
-        ingestor.counters.reset()
-        try writer.flush(meta: report?() ?? [:])
-        try writer.compactJournal(threshold: 0)
-        if replayed > 0 { logger.info("replayed the journal", metadata: ["records": "\(replayed)"]) }
-        if role.writesCache {
-            // After the replay, so that the cache (and the watch) know every status the killed run had taken in.
-            offlineWatch.restore(offline: cache.filter { $0.online == false }.map { ($0.id, $0.updatedAt) })
-            transferWatch.watchCached(cache.filter { $0.transfer.map { !$0.status.isIdle } ?? false }, now: Timestamp.now())
-        }
+        let report = Self.counterReport(role: role, ingestor: ingestor)
+        flusher = Self.makeFlusher(configuration, role: role, writer: writer, report: report, local: local,
+                                   logger: logger)
+        try Self.replayJournal(role: role, writer: writer, ingestor: ingestor, watches: watches, report: report,
+                               logger: logger, shouldStop: shouldStop)
         let mqtt = Self.mqttConfiguration(configuration, daemon: role.speaksForTheFleet)
         let connectionLog = ConnectionLog(broker: configuration.broker, clientID: mqtt.clientID, logger: logger,
                                           quiet: !role.speaksForTheFleet)
@@ -319,34 +226,68 @@ public final class Agent: Sendable {
             throw error
         }
         onStarted?()
-        // The timers, the event feed and the API, until cancelled.
-        await withDiscardingTaskGroup { group in
-            group.addTask { await self.runTimers() }
-            if let events {
-                group.addTask {
-                    await EventPublisher.run(events, client: self.client, prefix: self.configuration.eventsTopic,
-                                             qos: QoS(rawValue: self.configuration.eventsQoS) ?? .atLeastOnce,
-                                             counters: self.integration)
-                }
-            }
-            if let apiQueue { group.addTask { await AgentAPI(agent: self, queue: apiQueue).run() } }
-        }
+        // Its parts, each until cancelled: the timers and engines, the event feed and the API.
+        await runUntilCancelled(parts(feed: events))
         await stop()
     }
 
-    /// Runs the agent's timers until the calling task is cancelled: offline warnings, the end of stalled gateway
-    /// transfers and of stalled firmware upgrades, and the links' sender.
-    /// `run()` runs them; a caller that uses `start()` and `stop()` itself runs them in a task of its own.
+    /// One piece of the agent's work with a life of its own: it runs until its task is cancelled. `Agent.run`
+    /// runs the daemon's parts side by side, a stand-in its `timers` (the shape of swift-service-lifecycle's
+    /// `Service` and Hummingbird's `Application.services`).
+    struct Part: Sendable {
+        let name: String
+        let run: @Sendable () async -> Void
+    }
+
+    /// Everything `run()` keeps going once connected: the timers, the event feed (when the agent publishes one) and
+    /// the API (when it serves one).
+    func parts(feed: DeviceEventStream?) -> [Part] {
+        var parts = timers()
+        if let feed {
+            parts.append(Part(name: "event feed") {
+                await EventPublisher.run(feed, client: self.client, prefix: self.configuration.eventsTopic,
+                                         qos: QoS(rawValue: self.configuration.eventsQoS) ?? .atLeastOnce,
+                                         counters: self.integration)
+            })
+        }
+        if let apiQueue { parts.append(Part(name: "API") { await AgentAPI(agent: self, queue: apiQueue).run() }) }
+        return parts
+    }
+
+    /// The timers and engines the role keeps (`Role`): offline warnings, the end of stalled gateway transfers and
+    /// firmware upgrades, the links' sender, and with provisioning the activations, the pairings' expiry and the
+    /// broker's access.
+    func timers() -> [Part] {
+        var parts: [Part] = []
+        if role.writesCache {
+            parts.append(Part(name: "offline warnings") { await self.offlineWatch.run() })
+            parts.append(Part(name: "transfer stalls") { await self.transferWatch.run() })
+            parts.append(Part(name: "upgrade stalls") { await self.otaWatch.run() })
+        }
+        if role.speaksForTheFleet { parts.append(Part(name: "links") { await self.linkEngine.run(self) }) }
+        if let provisioning {
+            parts.append(Part(name: "activations") { await self.serveActivations(provisioning) })
+            parts.append(Part(name: "pairing expiry") { await self.runPairingCleanup(provisioning) })
+            parts.append(Part(name: "broker access") { await provisioning.access.runSyncs() })
+        }
+        return parts
+    }
+
+    /// Runs the role's timers until the calling task is cancelled. `run()` runs them with the other parts; a caller
+    /// that uses `start()` and `stop()` itself (a stand-in) runs them in a task of its own.
     package func runTimers() async {
+        await runUntilCancelled(timers())
+    }
+
+    /// Runs the parts side by side until the calling task is cancelled, also when there is none to run (an observer).
+    /// A part that ends before that (its stream finished) is said in the debug log.
+    private func runUntilCancelled(_ parts: [Part]) async {
         await withDiscardingTaskGroup { group in
-            if role.writesCache { group.addTask { await self.offlineWatch.run() } }
-            if role.writesCache { group.addTask { await self.transferWatch.run() } }
-            if role.writesCache { group.addTask { await self.otaWatch.run() } }
-            if role.speaksForTheFleet { group.addTask { await self.linkEngine.run(self) } }
-            if let provisioning {
-                group.addTask { await self.serveActivations(provisioning) }
-                group.addTask { await self.runPairingCleanup(provisioning) }
-                group.addTask { await provisioning.access.runSyncs() }
+            for part in parts {
+                group.addTask {
+                    await part.run()
+                    if !Task.isCancelled { self.logger.debug("a part of the agent ended", metadata: ["part": part.name]) }
+                }
             }
             group.addTask {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }

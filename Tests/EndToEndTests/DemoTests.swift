@@ -28,13 +28,9 @@ struct DemoTests {
             metricsPort = try freeLoopbackPort()
         }
 
-        /// Started as from a shell: the test process's threads block most signals, and a child inherits that mask,
-        /// so perl clears it first (else the script's trap never sees the SIGTERM that stops it).
+        /// Started as from a shell (`DaemonProcess` gives it a clean signal mask, so the script's trap hears SIGTERM).
         func start(log: String) throws -> DaemonProcess {
-            try DaemonProcess("/usr/bin/perl", [
-                "-MPOSIX", "-e", "sigprocmask(SIG_SETMASK, POSIX::SigSet->new) or die; exec @ARGV or die",
-                repositoryRoot() + "/scripts/demo", thingAgentExecutable(),
-            ], environment: [
+            try DaemonProcess(repositoryRoot() + "/scripts/demo", [thingAgentExecutable()], environment: [
                 "THING_AGENT_DEMO_PORT": "\(port)", "THING_AGENT_METRICS": "127.0.0.1:\(metricsPort)",
             ], logPath: directory + "/" + log, directory: directory)
         }
@@ -63,7 +59,7 @@ struct DemoTests {
         }
 
         /// After a failure: the script and everything it started, killed and waited for here (the script runs
-        /// its children in sessions of their own, and `DaemonProcess`'s release would block on an exit).
+        /// its children in sessions of their own, which outlive it).
         func kill(_ demo: DaemonProcess) async {
             demo.signal(SIGKILL)
             _ = await demo.waitForExit(timeout: DaemonProcess.hangBound)

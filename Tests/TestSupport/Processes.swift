@@ -1,4 +1,8 @@
 import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The directory holding the built products (`thing-agent`), next to the test bundle.
 public func productsDirectory() -> URL {
@@ -28,40 +32,25 @@ public struct ProcessResult: Sendable {
 /// `directory`: the working directory (default: the test process's).
 public func runCommand(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                        timeout: Duration = .seconds(30), directory: String? = nil) async throws -> ProcessResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let directory = try makeTemporaryDirectory("thing-agent-run")
-    defer { try? FileManager.default.removeItem(atPath: directory) }
-    let outPath = directory + "/stdout", errPath = directory + "/stderr"
-    _ = FileManager.default.createFile(atPath: outPath, contents: nil)
-    _ = FileManager.default.createFile(atPath: errPath, contents: nil)
-    let outHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-    let errHandle = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-    // Closed here: Foundation's Process keeps them open long after the child ended, and a suite that runs many
-    // commands in parallel would hold thousands of descriptors for nothing.
-    defer {
-        try? outHandle.close()
-        try? errHandle.close()
-    }
-    process.standardOutput = outHandle
-    process.standardError = errHandle
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
+    let scratch = try makeTemporaryDirectory("thing-agent-run")
+    defer { try? FileManager.default.removeItem(atPath: scratch) }
+    let outPath = scratch + "/stdout", errPath = scratch + "/stderr"
+    let child = try ChildProcess.spawn(executable, arguments, stdout: outPath, stderr: errPath,
+                                       environment: environment, directory: directory)
     let deadline = ContinuousClock.now + timeout
-    while process.isRunning {
+    var status = child.exited()
+    while status == nil {
         if ContinuousClock.now > deadline {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            child.signal(SIGKILL)
+            child.wait()
             throw ProcessTimeout(command: ([executable] + arguments).joined(separator: " "))
         }
         try await Task.sleep(for: .milliseconds(10))
+        status = child.exited()
     }
     let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
     let err = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
-    return ProcessResult(status: process.terminationStatus, stdout: out, stderr: err)
+    return ProcessResult(status: status ?? -1, stdout: out, stderr: err)
 }
 
 public struct ProcessTimeout: Error, CustomStringConvertible {
@@ -70,30 +59,33 @@ public struct ProcessTimeout: Error, CustomStringConvertible {
 }
 
 /// A long-running child (the daemon), killed when released.
-public final class DaemonProcess: @unchecked Sendable {
-    // Process is not Sendable; this wrapper only reads its pid and status, which Foundation makes thread-safe.
-    private let process: Process
+public final class DaemonProcess: Sendable {
+    private let child: ChildProcess
+    /// The exit status once it was reaped.
+    private let status = Mutex<Int32?>(nil)
     public let logPath: String
+    /// Where this process's output begins in the log file (a restart appends to the same file).
+    private let logStart: Int
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                 logPath: String, directory: String? = nil) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         self.logPath = logPath
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        log.seekToEndOfFile()
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        logStart = ((try? FileManager.default.attributesOfItem(atPath: logPath))?[.size] as? Int) ?? 0
+        child = try ChildProcess.spawn(executable, arguments, stdout: logPath, stderr: nil,
+                                       environment: environment, directory: directory)
     }
 
-    public var pid: Int32 { process.processIdentifier }
-    public var isRunning: Bool { process.isRunning }
+    public var pid: Int32 { child.pid }
+
+    /// Reaps the child when it has ended (once) and says whether it still runs.
+    public var isRunning: Bool { exitStatus == nil }
+
+    private var exitStatus: Int32? {
+        status.withLock { status in
+            if status == nil { status = child.exited() }
+            return status
+        }
+    }
 
     /// How long a test waits for an exit it expects before it calls it a hang: far beyond what load (the suite run
     /// twice at once on two cores) makes of a stop, far inside the tests' time limits. How quickly a stop ends is
@@ -101,25 +93,30 @@ public final class DaemonProcess: @unchecked Sendable {
     public static let hangBound: Duration = .seconds(30)
 
     public func signal(_ number: Int32) {
-        if process.isRunning { kill(process.processIdentifier, number) }
+        if isRunning { kill(child.pid, number) }
     }
 
     /// Waits for the exit; nil when it did not exit within `timeout`.
     public func waitForExit(timeout: Duration) async -> Int32? {
         let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
+        while true {
+            if let status = exitStatus { return status }
             if ContinuousClock.now > deadline { return nil }
             try? await Task.sleep(for: .milliseconds(5))
         }
-        return process.terminationStatus
     }
 
-    public var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    /// What this process wrote to its log file (not what an earlier process wrote there before it).
+    public var log: String {
+        guard let data = FileManager.default.contents(atPath: logPath), data.count >= logStart else { return "" }
+        return String(decoding: data.dropFirst(logStart), as: UTF8.self)
+    }
 
     deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        if isRunning {
+            kill(child.pid, SIGKILL)
+            let code = child.wait()
+            status.withLock { $0 = code }
         }
     }
 }

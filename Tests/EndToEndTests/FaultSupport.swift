@@ -350,14 +350,7 @@ private func isDirectory(_ path: String) -> Bool {
 
 private func chattr(_ flag: String, _ path: String) -> Bool {
     guard FileManager.default.isExecutableFile(atPath: "/usr/bin/chattr") else { return false }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/chattr")
-    process.arguments = [flag, path]
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    do { try process.run() } catch { return false }
-    process.waitUntilExit()
-    return process.terminationStatus == 0
+    return SmallDisk.run("/usr/bin/chattr", [flag, path])
 }
 
 /// The files in a directory with their bytes: to show that a refused start created, removed and changed nothing.

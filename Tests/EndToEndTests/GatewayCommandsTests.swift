@@ -148,8 +148,10 @@ struct GatewayCommandsTests {
                                                environment: ["THING_AGENT_TRANSFER_STALL_TIMEOUT": "1"])
             #expect(stalled.status == 5)
             #expect(stalled.stderr.contains("made no progress for 1 s"))
-            let info = try #require(try await harness.info("gwNew"))
-            #expect(info["transfer"]?["failedCode"] == "timeout")
+            // The daemon's own timer ends it in the file (at its next check, a moment later on a loaded machine).
+            try await waitUntil(timeout: .seconds(10)) {
+                (try? await harness.info("gwNew"))?["transfer"]?["failedCode"] == "timeout"
+            }
 
             // Out of patience: the transfer goes on, the command stops waiting.
             let patience = try await harness.cli(args + ["--timeout", "0.5"])

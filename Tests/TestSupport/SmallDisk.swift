@@ -41,13 +41,8 @@ public final class SmallDisk: Sendable {
 
     @discardableResult
     public static func run(_ executable: String, _ arguments: [String]) -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        do { try process.run() } catch { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+        guard let child = try? ChildProcess.spawn(executable, arguments, stdout: "/dev/null", stderr: "/dev/null")
+        else { return false }
+        return child.wait() == 0
     }
 }

@@ -219,8 +219,8 @@ struct HTTPServerTests {
         }
     }
 
-    @Test(.enabled(if: Self.hasIPv6Loopback, "no IPv6 loopback here"))
-    func theIPv6LoopbackIsServedToo() throws {
+    /// `metricsAddress` takes `[::1]:PORT`: a machine without an IPv6 loopback fails here rather than skipping it.
+    @Test func theIPv6LoopbackIsServedToo() throws {
         let port = try freeLoopbackPort()
         defer { releaseLoopbackPort(port) }
         let server = try HTTPServer(host: "::1", port: port, address: "[::1]:\(port)", routes: ["/v": Self.answer("6")])
@@ -229,20 +229,6 @@ struct HTTPServerTests {
         #expect(response.status == 200)
         #expect(response.text == "6")
         #expect(!loopbackPortAccepts(port), "bound to ::1 only, not to 127.0.0.1")
-    }
-
-    static var hasIPv6Loopback: Bool {
-        let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in6()
-        address.sin6_family = sa_family_t(AF_INET6)
-        address.sin6_addr = in6addr_loopback
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0
-            }
-        }
     }
 
     /// A socket listening on 127.0.0.1:port.

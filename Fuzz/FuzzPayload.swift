@@ -100,7 +100,7 @@ private func checkConfig(_ bytes: UnsafeRawBufferPointer) {
     do {
         try configuration.apply(contents: Array(bytes), file: "fuzz.json")
     } catch {
-        guard !error.message.isEmpty else { fatalError("a config error without a message") }
+        guard !error.reason.isEmpty else { fatalError("a config error without a reason") }
         return
     }
     _ = Agent.mqttConfiguration(configuration, daemon: true)

@@ -6,7 +6,7 @@ import ThingAgent
 /// path and flushed to SQLite.
 func makeCache(devices count: Int, at path: String) async throws {
     var configuration = AgentConfiguration()
-    configuration.database = path
+    configuration.cache.database = path
     let agent = try Agent(configuration: configuration)
     let base: Int64 = 1_764_450_000_000
     for n in 0..<count {
@@ -28,7 +28,7 @@ func makeCache(devices count: Int, at path: String) async throws {
 /// `deviceInfo` in process: nanoseconds per call over many random known ids.
 func deviceInfoNanoseconds(cache path: String, devices: Int, calls: Int = 2_000_000) async throws -> Double {
     var configuration = AgentConfiguration()
-    configuration.database = path
+    configuration.cache.database = path
     let agent = try Agent(configuration: configuration, role: .observer)
     let managers = (0..<1000).map { DeviceInfoManager(deviceId: "dev\(($0 * 7919) % devices)", agent: agent) }
     var found = 0
@@ -64,7 +64,7 @@ func infoProcessMilliseconds(executable: String, cache path: String, devices: In
 func loadProbe(cache path: String) throws {
     let start = ContinuousClock.now
     var configuration = AgentConfiguration()
-    configuration.database = path
+    configuration.cache.database = path
     let agent = try Agent(configuration: configuration, role: .observer)
     guard agent.cache.device("dev0")?.info.name != nil else { throw BenchError("dev0 not loaded") }
     let elapsed = ContinuousClock.now - start

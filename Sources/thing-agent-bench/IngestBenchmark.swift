@@ -29,9 +29,9 @@ struct IngestBenchmark {
 
     func agent(_ messages: [(topic: String, payload: [UInt8])], qos: QoS) async throws -> (Double, Double) {
         var configuration = AgentConfiguration()
-        configuration.broker = broker.url
-        configuration.database = directory + "/ingest-\(UInt32.random(in: 0...UInt32.max)).sqlite"
-        configuration.clientID = "bench-agent-\(UInt32.random(in: 0...UInt32.max))"
+        configuration.mqtt.broker = broker.url
+        configuration.cache.database = directory + "/ingest-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.mqtt.clientID = "bench-agent-\(UInt32.random(in: 0...UInt32.max))"
         // Make the persistent session, then stop: the backlog is queued for it.
         let first = try Agent(configuration: configuration)
         try await first.start()

@@ -11,9 +11,9 @@ struct LatencyBenchmark {
 
     func run(rate: Int, seconds: Double) async throws -> (p50: Double, p99: Double, p999: Double, received: Int) {
         var configuration = AgentConfiguration()
-        configuration.broker = brokerURL
-        configuration.database = directory + "/latency-\(UInt32.random(in: 0...UInt32.max)).sqlite"
-        configuration.clientID = "bench-latency-\(UInt32.random(in: 0...UInt32.max))"
+        configuration.mqtt.broker = brokerURL
+        configuration.cache.database = directory + "/latency-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.mqtt.clientID = "bench-latency-\(UInt32.random(in: 0...UInt32.max))"
         let agent = try Agent(configuration: configuration)
         try await agent.start()
 

@@ -17,11 +17,11 @@ struct LinkBenchmark {
         try #"{"productId":"p-bench-switch","properties":[{"code":"switch_1","type":"bool","access":"rw"}]}"#
             .write(toFile: models + "/p-bench-switch.json", atomically: true, encoding: .utf8)
         var configuration = AgentConfiguration()
-        configuration.broker = brokerURL
-        configuration.database = directory + "/link-\(UInt32.random(in: 0...UInt32.max)).sqlite"
-        configuration.clientID = "bench-link-\(UInt32.random(in: 0...UInt32.max))"
+        configuration.mqtt.broker = brokerURL
+        configuration.cache.database = directory + "/link-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.mqtt.clientID = "bench-link-\(UInt32.random(in: 0...UInt32.max))"
         configuration.modelsDirectory = models
-        configuration.publishEvents = false
+        configuration.events.publish = false
         let agent = try Agent(configuration: configuration)
         let subscribed = Atomic<Bool>(false)
         let running = Task { try await agent.run(onStarted: { subscribed.store(true, ordering: .relaxed) }) }

@@ -9,7 +9,7 @@ struct ReceivePathBenchmark {
 
     func run(_ messages: [(topic: String, payload: [UInt8])], store: Bool = true) async throws -> Double {
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/receive-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.cache.database = directory + "/receive-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         let agent = try Agent(configuration: configuration, role: store ? .daemon : .observer)
         let token = agent.events.addListener { _ in }
         let prepared = messages.map { MQTTMessage(topic: $0.topic, payload: $0.payload, qos: .atLeastOnce, retain: false) }

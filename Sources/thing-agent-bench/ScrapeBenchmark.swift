@@ -35,7 +35,7 @@ struct ScrapeBenchmark {
         -> (microsPerMessage: Double, microsPerScrape: Double)
     {
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/scrape-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.cache.database = directory + "/scrape-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         let agent = try Agent(configuration: configuration, role: .daemon)
         let token = agent.events.addListener { _ in }
         let prepared = messages.map { MQTTMessage(topic: $0.topic, payload: $0.payload, qos: .atLeastOnce, retain: false) }

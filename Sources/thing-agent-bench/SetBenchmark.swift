@@ -15,8 +15,8 @@ struct SetBenchmark {
         var devices: [AnsweringDevice] = []
         for n in 0..<count { devices.append(try await AnsweringDevice("set\(n)", brokerURL: brokerURL)) }
         var configuration = AgentConfiguration()
-        configuration.broker = brokerURL
-        configuration.database = directory + "/set-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.mqtt.broker = brokerURL
+        configuration.cache.database = directory + "/set-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         let agent = try Agent(configuration: configuration, role: .standIn)
         try await agent.start()
 

@@ -15,13 +15,13 @@ struct ShippedDynsecConfigTests {
     static func startAgent(_ broker: ShippedDynsecBroker, _ directory: String,
                            serviceUsers: [String] = []) async throws -> (Agent, Task<Void, any Error>) {
         var configuration = AgentConfiguration()
-        configuration.broker = broker.loopbackURL
-        configuration.username = "thing-agent"
-        configuration.password = "agent-secret"
-        configuration.clientID = "thing-agent"
-        configuration.database = directory + "/cache.sqlite"
-        configuration.provisioning = true
-        configuration.serviceUsers = serviceUsers
+        configuration.mqtt.broker = broker.loopbackURL
+        configuration.mqtt.username = "thing-agent"
+        configuration.mqtt.password = "agent-secret"
+        configuration.mqtt.clientID = "thing-agent"
+        configuration.cache.database = directory + "/cache.sqlite"
+        configuration.provisioning.enabled = true
+        configuration.provisioning.serviceUsers = serviceUsers
         let agent = try Agent(configuration: configuration)
         let started = Atomic<Bool>(false)
         let running = Task { try await agent.run(onStarted: { started.store(true, ordering: .relaxed) }) }

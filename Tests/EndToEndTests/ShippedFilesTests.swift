@@ -36,8 +36,8 @@ struct ShippedFilesTests {
         var configuration = AgentConfiguration()
         try configuration.apply(file: Self.root + "/deploy/agent.json")
         try configuration.checkCombinations()
-        #expect(configuration.database == "/var/lib/thing-agent/cache.sqlite")
-        let paths = [configuration.database, configuration.modelsDirectory, configuration.scenesFile,
+        #expect(configuration.cache.database == "/var/lib/thing-agent/cache.sqlite")
+        let paths = [configuration.cache.database, configuration.modelsDirectory, configuration.scenesFile,
                      configuration.detailConfig, configuration.firmwareCatalog]
         for path in paths {
             let path = try #require(path)

@@ -10,9 +10,9 @@ struct SimulatorTests {
     /// A daemon-role agent in this process on `broker`, with its cache in `directory`.
     static func startAgent(_ broker: MosquittoBroker, directory: String) async throws -> (Agent, Task<Void, any Error>) {
         var configuration = AgentConfiguration()
-        configuration.broker = broker.url
-        configuration.database = directory + "/cache-\(UInt32.random(in: 0...UInt32.max)).sqlite"
-        configuration.clientID = "sim-test-\(UInt32.random(in: 0...UInt32.max))"
+        configuration.mqtt.broker = broker.url
+        configuration.cache.database = directory + "/cache-\(UInt32.random(in: 0...UInt32.max)).sqlite"
+        configuration.mqtt.clientID = "sim-test-\(UInt32.random(in: 0...UInt32.max))"
         configuration.requestTimeout = .seconds(5)
         let agent = try Agent(configuration: configuration)
         let running = Task { try await agent.run() }

@@ -14,9 +14,9 @@ public func agentConfiguration(_ broker: MosquittoBroker, directory: String) -> 
 /// `agentConfiguration(_:directory:)` for a broker given by its URL.
 public func agentConfiguration(brokerURL: String, directory: String) -> AgentConfiguration {
     var configuration = AgentConfiguration()
-    configuration.broker = brokerURL
-    configuration.database = directory + "/cache.sqlite"
-    configuration.clientID = "lib-\(UInt32.random(in: 0...UInt32.max))"
+    configuration.mqtt.broker = brokerURL
+    configuration.cache.database = directory + "/cache.sqlite"
+    configuration.mqtt.clientID = "lib-\(UInt32.random(in: 0...UInt32.max))"
     configuration.offlineGracePeriod = .seconds(30)
     configuration.requestTimeout = .seconds(2)
     return configuration

@@ -14,11 +14,11 @@ struct ActivationQueueTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = AgentConfiguration()
-        configuration.broker = "mqtt://127.0.0.1:1"
-        configuration.database = directory + "/cache.sqlite"
-        configuration.username = "thing-agent"
-        configuration.password = "unused"
-        configuration.provisioning = true
+        configuration.mqtt.broker = "mqtt://127.0.0.1:1"
+        configuration.cache.database = directory + "/cache.sqlite"
+        configuration.mqtt.username = "thing-agent"
+        configuration.mqtt.password = "unused"
+        configuration.provisioning.enabled = true
         // No consumer runs, so every request stays queued, as when the answers cannot keep up.
         let provisioning = try Agent.makeProvisioning(configuration, cache: DeviceCache(), logger: .disabled)
         let extra = 7

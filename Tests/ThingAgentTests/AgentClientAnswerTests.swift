@@ -43,8 +43,8 @@ struct AgentClientAnswerTests {
     /// `stallTimeout()`.
     private static func fakeDaemon(_ configuration: AgentConfiguration,
                                    stallTimeout: @escaping @Sendable () -> JSONValue) async throws -> MQTTClient {
-        let requests = "thing-agent/api/\(configuration.clientID)/request/transfer"
-        let daemon = try MQTTClient(configuration: configuration.mqtt(clientID: "fake-\(configuration.clientID)"))
+        let requests = "thing-agent/api/\(configuration.mqtt.clientID)/request/transfer"
+        let daemon = try MQTTClient(configuration: configuration.mqtt.connection(clientID: "fake-\(configuration.mqtt.clientID)"))
         try await daemon.connect()
         try await daemon.subscribe(requests, qos: .atLeastOnce)
         Task { [messages = daemon.messages] in

@@ -106,7 +106,7 @@ struct AgentClientTests {
                     daemon.cache.device("sleepy")?.online == false && daemon.cache.device("lamp") != nil
                         && daemon.cache.device("plug") != nil && daemon.cache.device("bulb") != nil
                 }
-                try await waitUntil { (try? CacheReader(path: daemon.configuration.database).device("sleepy")) != nil }
+                try await waitUntil { (try? CacheReader(path: daemon.configuration.cache.database).device("sleepy")) != nil }
 
                 let client = try AgentClient(configuration: daemon.configuration)
                 try await client.connect()
@@ -134,7 +134,7 @@ struct AgentClientTests {
                 #expect(try client.device("bulb")?.info["firmwareVersion"] == "2.0.0", "in the file before the answer")
                 // A client with no cache file to read (another host, a container): the answer carries the info.
                 var remote = daemon.configuration
-                remote.database = NSTemporaryDirectory() + "no-such-dir-\(UUID().uuidString)/cache.sqlite"
+                remote.cache.database = NSTemporaryDirectory() + "no-such-dir-\(UUID().uuidString)/cache.sqlite"
                 let away = try AgentClient(configuration: remote)
                 try await away.connect()
                 let fetchedAway = try await away.fetchInfo("bulb")

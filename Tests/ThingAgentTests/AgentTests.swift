@@ -16,16 +16,16 @@ struct AgentTests {
         try await withBroker { broker in
             try await withAgent(broker) { first, directory in
                 var second = agentConfiguration(broker, directory: directory)
-                second.clientID = "dashboard"
+                second.mqtt.clientID = "dashboard"
                 #expect {
                     _ = try Agent(configuration: second)
                 } throws: { error in
                     let held = error as? CacheLock.Held
-                    return held?.owner == first.configuration.clientID && held?.holder == getpid()
+                    return held?.owner == first.configuration.mqtt.clientID && held?.holder == getpid()
                         && "\(error)".contains("in use by the daemon with pid \(getpid())")
                 }
                 // Read-only use stays possible beside it.
-                let devices = try CacheReader(path: second.database).devices()
+                let devices = try CacheReader(path: second.cache.database).devices()
                 #expect(devices.isEmpty)
             }
             let directory = try makeTemporaryDirectory()
@@ -323,7 +323,7 @@ struct AgentTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try await withBroker { broker in
             var configuration = agentConfiguration(broker, directory: directory)
-            configuration.clientID = "restart-test"
+            configuration.mqtt.clientID = "restart-test"
             let agent = try Agent(configuration: configuration)
             let running = try await agent.runUntilSubscribed()
             let device = try SimulatedDevice("keep", brokerURL: broker.url)
@@ -337,8 +337,8 @@ struct AgentTests {
         }
         // The broker is gone; a new agent answers from the cache file at once, before any connection.
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/cache.sqlite"
-        configuration.broker = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
+        configuration.cache.database = directory + "/cache.sqlite"
+        configuration.mqtt.broker = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
         let agent = try Agent(configuration: configuration)
         let manager = DeviceInfoManager(deviceId: "keep", agent: agent)
         #expect(manager.deviceInfo?.name == "Kept")

@@ -17,9 +17,9 @@ struct EventFeedTests {
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
             var configuration = agentConfiguration(broker, directory: directory)
-            configuration.eventsQoS = eventsQoS
+            configuration.events.qos = eventsQoS
             // Room for the whole burst: this checks order and completeness, not what a full queue drops.
-            configuration.eventQueueLimit = 10 * count
+            configuration.events.queueLimit = 10 * count
             let feed = try await TopicRecorder.start(broker.url, filter: "thing-agent/events/burst/properties")
             let agent = try Agent(configuration: configuration)
             let running = try await agent.runUntilSubscribed()

@@ -59,7 +59,7 @@ struct FirmwareCatalogTests {
         let file = directory + "/firmware.json"
         try FileManager.default.copyItem(atPath: TestSupport.repositoryRoot() + "/Config/firmware.json", toPath: file)
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/cache.sqlite"
+        configuration.cache.database = directory + "/cache.sqlite"
         configuration.firmwareCatalog = file
         let agent = try Agent(configuration: configuration)
         #expect(agent.firmwareCatalog.latest(for: "p-light-1")?.version == "1.5.0")

@@ -77,11 +77,11 @@ struct GatewayRulesTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/cache.sqlite"
+        configuration.cache.database = directory + "/cache.sqlite"
         let topic = "things/gwNew/thing/gateway/transfer/status"
         do {
-            let writer = CacheWriter(store: try CacheStore(path: configuration.database),
-                                     journal: try Journal(path: configuration.database + ".journal"),
+            let writer = CacheWriter(store: try CacheStore(path: configuration.cache.database),
+                                     journal: try Journal(path: configuration.cache.database + ".journal"),
                                      cache: DeviceCache(), hub: EventHub())
             let report = TransferStatusReport(targetDeviceId: "gwOld", targetDeviceName: "Old", sourceDeviceId: "gwNew",
                                               status: .deviceConfigInit, failedCode: "", time: t0)
@@ -89,12 +89,12 @@ struct GatewayRulesTests {
             _ = try writer.failStalledTransfer(gateway: "gwNew", lastChange: 1_000, now: 9_000, topic: topic)
             // No flush: the process dies here.
         }
-        #expect(try CacheReader(path: configuration.database).device("gwNew") == nil)
+        #expect(try CacheReader(path: configuration.cache.database).device("gwNew") == nil)
         let agent = try Agent(configuration: configuration)
         let replayed = try #require(agent.cache.device("gwNew")?.transfer)
         #expect(replayed.status == .failed)
         #expect(replayed.failedCode == "timeout")
         #expect(replayed.targetDeviceName == "Old")
-        #expect(try CacheReader(path: configuration.database).device("gwNew")?.transfer == replayed)
+        #expect(try CacheReader(path: configuration.cache.database).device("gwNew")?.transfer == replayed)
     }
 }

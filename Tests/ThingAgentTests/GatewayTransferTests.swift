@@ -82,7 +82,7 @@ struct GatewayTransferTests {
     func finishRelinksSubDevicesInMemoryAndFileAndListenersHearEveryStage() async throws {
         try await withBroker { broker in
             try await withAgent(broker) { agent in
-                let database = agent.configuration.database
+                let database = agent.configuration.cache.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let answering = try await Self.accept(fleet)
@@ -167,7 +167,7 @@ struct GatewayTransferTests {
     func failedReportIsPersistedHeardAndMovesNothing() async throws {
         try await withBroker { broker in
             try await withAgent(broker) { agent in
-                let database = agent.configuration.database
+                let database = agent.configuration.cache.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let answering = try await Self.accept(fleet)
@@ -198,7 +198,7 @@ struct GatewayTransferTests {
     func stalledTransferEndsAsFailedWithTimeout() async throws {
         try await withBroker { broker in
             try await withAgent(broker, configure: { $0.transferStallTimeout = .milliseconds(500) }) { agent in
-                let database = agent.configuration.database
+                let database = agent.configuration.cache.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let answering = try await Self.accept(fleet)
@@ -241,7 +241,7 @@ struct GatewayTransferTests {
             let directory = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: directory) }
             var configuration = agentConfiguration(broker, directory: directory)
-            let database = configuration.database
+            let database = configuration.cache.database
             let fleet = try await GatewayFleet.start(broker)
             // A daemon caches the fleet, then stops: from then on commands write the file themselves.
             let daemon = try Agent(configuration: configuration)
@@ -284,7 +284,7 @@ struct GatewayTransferTests {
     func requesterFollowingATransferNeverRollsBackTheDaemonsWrites() async throws {
         try await withBroker { broker in
             try await withAgent(broker) { daemon in
-                let database = daemon.configuration.database
+                let database = daemon.configuration.cache.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: daemon)
                 let answering = try await Self.accept(fleet)
@@ -339,11 +339,11 @@ struct GatewayTransferTests {
                 let answering = try await Self.accept(fleet)
                 let requester = try AgentClient(configuration: daemon.configuration)
                 try await requester.connect()
-                let topic = "\(daemon.configuration.eventsTopic)/gwNew/transfer"
+                let topic = "\(daemon.configuration.events.topic)/gwNew/transfer"
                 // mosquitto logs "<client id> <filter>" for each filter a client unsubscribes from.
                 let unsubscribes: @Sendable () -> Int = {
                     broker.log().split(separator: "\n").filter {
-                        $0.hasSuffix(" " + topic) && $0.contains(" \(daemon.configuration.clientID)-cli-")
+                        $0.hasSuffix(" " + topic) && $0.contains(" \(daemon.configuration.mqtt.clientID)-cli-")
                     }.count
                 }
                 func follow() async throws -> (TransferLog, Task<Void, Never>) {

@@ -37,7 +37,7 @@ struct InputBoundsTests {
         }
         var configuration = AgentConfiguration()
         try configuration.apply(key: "maxPropertiesPerDevice", text: "7", source: "env")
-        #expect(configuration.maxPropertiesPerDevice == 7)
+        #expect(configuration.cache.maxPropertiesPerDevice == 7)
     }
 
     /// A config file with a hostile number is an error naming the key, never a trap at start.
@@ -78,11 +78,11 @@ struct InputBoundsTests {
     @Test func aReplyPrefixWithoutItsSlashGetsOne() throws {
         var configuration = AgentConfiguration()
         try configuration.apply(key: "replyPrefix", text: "thing-agent/replies", source: "--reply-prefix")
-        #expect(configuration.replyPrefix == "thing-agent/replies/")
-        #expect(ReplyTopics.client(of: "thing-agent/replies/svc/1", prefix: configuration.replyPrefix) == "svc")
-        #expect(ReplyTopics.client(of: "thing-agent/replies-x/svc/1", prefix: configuration.replyPrefix) == nil)
+        #expect(configuration.api.replyPrefix == "thing-agent/replies/")
+        #expect(ReplyTopics.client(of: "thing-agent/replies/svc/1", prefix: configuration.api.replyPrefix) == "svc")
+        #expect(ReplyTopics.client(of: "thing-agent/replies-x/svc/1", prefix: configuration.api.replyPrefix) == nil)
         try configuration.apply(key: "replyPrefix", text: "svc/answers/", source: "env")
-        #expect(configuration.replyPrefix == "svc/answers/", "a prefix with its slash stays as it is")
+        #expect(configuration.api.replyPrefix == "svc/answers/", "a prefix with its slash stays as it is")
     }
 
     @Test func theRateLimitAllowsABurstThenRefillsPerClient() {

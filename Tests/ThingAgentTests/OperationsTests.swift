@@ -35,7 +35,7 @@ struct OperationsTests {
         let models = directory + "/models"
         try FileManager.default.copyItem(atPath: shippedModelsDirectory(), toPath: models)
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/cache.sqlite"
+        configuration.cache.database = directory + "/cache.sqlite"
         configuration.modelsDirectory = models
         let agent = try Agent(configuration: configuration)
         #expect(agent.models.byProduct.count == 4)

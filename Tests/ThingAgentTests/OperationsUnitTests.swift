@@ -16,7 +16,7 @@ struct OperationsUnitTests {
         try configuration.checkCombinations()
         let address = try #require(configuration.metricsAddress.flatMap(MetricsAddress.init))
         #expect(address.host == "127.0.0.1")
-        #expect(configuration.eventsQoS == 1)
+        #expect(configuration.events.qos == 1)
     }
 
     @Test("metrics addresses: HOST:PORT, [IPv6]:PORT; anything else is refused")
@@ -36,7 +36,7 @@ struct OperationsUnitTests {
         }
         try configuration.apply(environment: ["THING_AGENT_METRICS": "127.0.0.1:9100", "THING_AGENT_EVENTS_QOS": "0"])
         #expect(configuration.metricsAddress == "127.0.0.1:9100")
-        #expect(configuration.eventsQoS == 0)
+        #expect(configuration.events.qos == 0)
     }
 
     @Test("label values are escaped; histograms are cumulative with +Inf, sum and count")

@@ -22,12 +22,12 @@ struct ProvisionedFleet {
 
     var configuration: AgentConfiguration {
         var configuration = AgentConfiguration()
-        configuration.broker = broker.url
-        configuration.database = directory + "/cache.sqlite"
-        configuration.clientID = "prov-\(UInt32.random(in: 0...UInt32.max))"
-        configuration.username = Self.agentUser
-        configuration.password = Self.agentPassword
-        configuration.provisioning = true
+        configuration.mqtt.broker = broker.url
+        configuration.cache.database = directory + "/cache.sqlite"
+        configuration.mqtt.clientID = "prov-\(UInt32.random(in: 0...UInt32.max))"
+        configuration.mqtt.username = Self.agentUser
+        configuration.mqtt.password = Self.agentPassword
+        configuration.provisioning.enabled = true
         configuration.requestTimeout = .seconds(10)
         return configuration
     }

@@ -221,10 +221,10 @@ struct ProvisioningTests {
         ])
         #expect(made.allSatisfy { $0.succeeded })
         var configuration = fleet.configuration
-        configuration.serviceUsers = ["svc-1"]
+        configuration.provisioning.serviceUsers = ["svc-1"]
         try await withProvisioningAgent(configuration) { agent in
             // The service: pinned to its name, reads the event feed, calls the API, writes no device topic.
-            #expect(try await canConnect(fleet.broker, user: "svc-1", password: "svc-secret", clientID: configuration.clientID) == false)
+            #expect(try await canConnect(fleet.broker, user: "svc-1", password: "svc-secret", clientID: configuration.mqtt.clientID) == false)
             let service = try await DeviceConnection.connect(fleet.broker, user: "svc-1", password: "svc-secret")
             try await service.client.subscribe("thing-agent/events/+/activated", qos: .atLeastOnce)
             try await service.client.subscribe("thing-agent/replies/svc-1/#", qos: .atLeastOnce)
@@ -244,7 +244,7 @@ struct ProvisioningTests {
 
             try? await service.report("svc-1", ["switch_1": true])
             let request = JSONObject([("id", "h1"), ("replyTo", "thing-agent/replies/svc-1/x")])
-            try await service.client.publish("thing-agent/api/\(configuration.clientID)/request/health",
+            try await service.client.publish("thing-agent/api/\(configuration.mqtt.clientID)/request/health",
                                              payload: JSONValue.object(request).serializedBytes(), qos: .atLeastOnce)
             try await waitUntil(timeout: .seconds(10)) { service.messages.contains { $0.topic == "thing-agent/replies/svc-1/x" } }
             #expect(agent.cache.device("svc-1") == nil)
@@ -263,7 +263,7 @@ struct ProvisioningTests {
             try await agent.pairAndActivate(fleet.broker, device: "d1")
         }
         var fresh = configuration
-        fresh.database = fleet.directory + "/fresh.sqlite"
+        fresh.cache.database = fleet.directory + "/fresh.sqlite"
         try await withProvisioningAgent(fresh) { agent in
             #expect(agent.cache.count == 0)
             // Its start is done (it is subscribed): the device's client and role are still there and work.
@@ -304,7 +304,7 @@ struct ProvisioningTests {
             #expect(try await canConnect(fleet.broker, user: "app-user", password: "app-secret"))
             // Bootstrap credentials are pinned: they cannot connect as the agent.
             #expect(try await canConnect(fleet.broker, user: other.made.pairing.username, password: other.made.password,
-                                         clientID: fleet.configuration.clientID) == false)
+                                         clientID: fleet.configuration.mqtt.clientID) == false)
             #expect(other.made.json["clientId"]?.stringValue == other.made.pairing.username)
             // Revoked by its user name (the token is shown once): its credentials go.
             #expect(try await agent.revokePairing(token: other.made.pairing.username).username == other.made.pairing.username)
@@ -326,7 +326,7 @@ struct ProvisioningTests {
             try await agent.pairAndActivate(fleet.broker, device: "d1")
         }
         var fresh = configuration
-        fresh.database = fleet.directory + "/fresh.sqlite"
+        fresh.cache.database = fleet.directory + "/fresh.sqlite"
         try await withProvisioningAgent(fresh) { agent in
             _ = try await agent.pairAndActivate(fleet.broker, device: "d2")
         }

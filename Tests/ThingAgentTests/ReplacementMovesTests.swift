@@ -34,9 +34,9 @@ struct ReplacementMovesTests {
         try await withAgent(broker, configure: {
             useShippedModels(&$0)
             $0.transferStallTimeout = stall
-            if let flushInterval { $0.flushInterval = flushInterval }
+            if let flushInterval { $0.cache.flushInterval = flushInterval }
         }) { agent in
-            let database = agent.configuration.database
+            let database = agent.configuration.cache.database
             let fleet = try await GatewayFleet.start(broker)
             try await fleet.cached(by: agent)
             try await fleet.new.publish("properties", #"{"time":\#(t0),"data":{"led_switch":true}}"#)
@@ -185,7 +185,7 @@ struct ReplacementMovesTests {
         defer { try? FileManager.default.removeItem(atPath: models) }
         try await withBroker { broker in
             try await withAgent(broker, configure: { $0.modelsDirectory = models }) { agent in
-                let database = agent.configuration.database
+                let database = agent.configuration.cache.database
                 let fleet = try await GatewayFleet.start(broker)
                 try await fleet.cached(by: agent)
                 let links: [(String, [String])] = [

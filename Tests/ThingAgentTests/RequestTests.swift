@@ -15,8 +15,8 @@ struct RequestTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/cache.sqlite"
-        configuration.broker = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
+        configuration.cache.database = directory + "/cache.sqlite"
+        configuration.mqtt.broker = "mqtt://127.0.0.1:\(try freeLoopbackPort())"
         let agent = try Agent(configuration: configuration)
         let outcome = await agent.send(.getInfo, to: "d1")
         let notConnected = RequestError.notSent(reason: "not connected to the broker (waitUntilConnected waits for it)")

@@ -19,7 +19,7 @@ struct SceneStoreTests {
 
     /// One request to the agent's API and its answer.
     static func ask(_ broker: MosquittoBroker, _ agent: Agent, _ method: String, _ request: JSONObject) async throws -> JSONValue {
-        try await askAPI(broker.url, daemon: agent.configuration.clientID, method, request)
+        try await askAPI(broker.url, daemon: agent.configuration.mqtt.clientID, method, request)
     }
 
     @Test(.timeLimit(.minutes(2)))

@@ -61,7 +61,7 @@ struct StatisticsTests {
 
     @Test func theDaemonWritesItsCountersIntoTheCacheFile() async throws {
         try await withUnstartedAgent { agent, _ in
-            let path = agent.configuration.database
+            let path = agent.configuration.cache.database
             // At start: zeros, counted from now.
             let initial = try #require(try CacheReader(path: path).statistics())
             #expect(initial.statistics == IngestStatistics())
@@ -83,8 +83,8 @@ struct StatisticsTests {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/cache.sqlite"
+        configuration.cache.database = directory + "/cache.sqlite"
         _ = try Agent(configuration: configuration, role: .standIn)
-        #expect(try CacheReader(path: configuration.database).statistics() == nil)
+        #expect(try CacheReader(path: configuration.cache.database).statistics() == nil)
     }
 }

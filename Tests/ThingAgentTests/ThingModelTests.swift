@@ -138,7 +138,7 @@ struct ThingModelTests {
         try #"{"productId":"p","properties":[{"code":"a","type":"colour"}]}"#
             .write(toFile: directory + "/models/broken.json", atomically: true, encoding: .utf8)
         var configuration = AgentConfiguration()
-        configuration.database = directory + "/cache.sqlite"
+        configuration.cache.database = directory + "/cache.sqlite"
         configuration.modelsDirectory = directory + "/models"
         #expect(throws: ThingModels.LoadError(.thingModel, source: directory + "/models/broken.json",
                                               "a: type must be bool, value, enum or string")) {

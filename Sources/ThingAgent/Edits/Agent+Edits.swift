@@ -119,7 +119,7 @@ extension Agent {
     /// connection, read in line with the broker before the removal so that the sync after it deletes the
     /// device's client and role as the daemon's would. Nil when provisioning is off or this is the daemon.
     private func standInAccessForRemoval() async -> StandInAccess? {
-        guard isStandIn, configuration.provisioning else { return nil }
+        guard isStandIn, configuration.provisioning.enabled else { return nil }
         do {
             let provisioning = try Self.makeProvisioning(configuration, cache: cache, logger: logger,
                                                          clientID: configuration.commandClientID,

@@ -187,8 +187,8 @@ struct AgentAPI: Sendable {
     init(agent: Agent, queue: APIQueue) {
         self.agent = agent
         self.queue = queue
-        perClient = APIRateLimiter(rate: agent.configuration.apiRateLimit)
-        total = APIRateLimiter(rate: agent.configuration.apiRateLimitTotal)
+        perClient = APIRateLimiter(rate: agent.configuration.api.rateLimit)
+        total = APIRateLimiter(rate: agent.configuration.api.rateLimitTotal)
     }
 
     /// Answers requests until the queue ends or the task is cancelled.
@@ -232,13 +232,13 @@ struct AgentAPI: Sendable {
         }
         // Answers go only under the reply prefix: a reply topic elsewhere would let any client make the agent
         // publish where it may write (a device's unbind topic, the event feed, its own status).
-        guard let requester = ReplyTopics.client(of: replyTo, prefix: configuration.replyPrefix) else {
+        guard let requester = ReplyTopics.client(of: replyTo, prefix: configuration.api.replyPrefix) else {
             counters.requestsDropped.add(1, ordering: .relaxed)
             agent.ingestor.counters.countGuard(.apiReplyRefused)
             if logLimiter.shouldLog("reply", now: Timestamp.now()) {
                 logger.warning("refused an API request: its reply topic is outside the reply prefix", metadata: [
                     "topic": message.topic, "replyTo": String(replyTo.prefix(200)),
-                    "replyPrefix": configuration.replyPrefix])
+                    "replyPrefix": configuration.api.replyPrefix])
             }
             return
         }
@@ -246,13 +246,13 @@ struct AgentAPI: Sendable {
         do {
             guard perClient.allow(requester, now: ContinuousClock.now) else {
                 agent.ingestor.counters.countGuard(.apiRateLimited)
-                throw APIError(429, "too many requests from '\(requester)': at most \(configuration.apiRateLimit) "
+                throw APIError(429, "too many requests from '\(requester)': at most \(configuration.api.rateLimit) "
                     + "per second; try again later")
             }
             // Checked after the client's own budget, so that one busy client does not spend the others' share.
             guard total.allow("", now: ContinuousClock.now) else {
                 agent.ingestor.counters.countGuard(.apiRateLimited)
-                throw APIError(429, "too many requests in all: at most \(configuration.apiRateLimitTotal) per "
+                throw APIError(429, "too many requests in all: at most \(configuration.api.rateLimitTotal) per "
                     + "second from all clients together; try again later")
             }
             if oversized { throw APIError(400, "the request is over 256 KiB") }
@@ -322,7 +322,7 @@ extension Agent {
     /// One page of `devices`, in device-id order: at most `limit` (default `apiPageSize`) devices with an id after
     /// `after`; `next` is the id to pass as `after` for the next page, null on the last one.
     func devicesPage(_ request: JSONObject, now: Millis) throws -> (JSONValue, JSONObject) {
-        var limit = configuration.apiPageSize
+        var limit = configuration.api.pageSize
         if let raw = request["limit"], !raw.isNull {
             guard let n = raw.int64Value, n >= 1, n <= AgentConfiguration.maxPageSize else {
                 throw APIError(400, "'limit' must be a whole number from 1 to \(AgentConfiguration.maxPageSize)")

@@ -13,7 +13,7 @@ extension AgentClient {
             throw .refused(code: 400, message: "invalid device id '\(device)'", error: nil)
         }
         let topics = EventPublisher.kindNames.filter { kinds.contains($0.kind) }
-            .map { "\(configuration.eventsTopic)/\(device)/\($0.name)" }
+            .map { "\(configuration.events.topic)/\(device)/\($0.name)" }
         return try await follow(topics) { message in
             (try? JSONParser.parse(message.payload)).flatMap { DeviceEvent(feed: $0) }
         }

@@ -33,12 +33,12 @@ public final class AgentClient: Sendable {
     /// settings; nothing is connected yet.
     public init(configuration: AgentConfiguration, daemon: String? = nil, replyUser: String? = nil) throws {
         self.configuration = configuration
-        self.daemon = daemon ?? configuration.clientID
+        self.daemon = daemon ?? configuration.mqtt.clientID
         models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         let clientID = configuration.commandClientID
-        replyTopic = "\(configuration.replyPrefix)\(replyUser ?? configuration.username ?? "client")/\(clientID)"
+        replyTopic = "\(configuration.api.replyPrefix)\(replyUser ?? configuration.mqtt.username ?? "client")/\(clientID)"
         let routes = routes, replyTopic = replyTopic
-        client = try MQTTClient(configuration: configuration.mqtt(clientID: clientID), streamMessages: false,
+        client = try MQTTClient(configuration: configuration.mqtt.connection(clientID: clientID), streamMessages: false,
                                 onMessage: { message in routes.route(message, replyTopic: replyTopic) })
     }
 
@@ -83,8 +83,8 @@ public final class AgentClient: Sendable {
     }
 
     private func reader() throws -> CacheReader? {
-        guard FileManager.default.fileExists(atPath: configuration.database) else { return nil }
-        return try CacheReader(path: configuration.database)
+        guard FileManager.default.fileExists(atPath: configuration.cache.database) else { return nil }
+        return try CacheReader(path: configuration.cache.database)
     }
 
     // MARK: the API
@@ -226,7 +226,7 @@ public final class AgentClient: Sendable {
     /// when the consuming task is cancelled or the client disconnects. Several streams may follow one gateway at
     /// once, each getting every change; the client unsubscribes from the gateway's feed when the last one ends.
     public func transferUpdates(gateway: String) async throws(AgentClientError) -> AsyncStream<TransferInfo> {
-        try await follow(["\(configuration.eventsTopic)/\(gateway)/transfer"]) { message in
+        try await follow(["\(configuration.events.topic)/\(gateway)/transfer"]) { message in
             guard let event = try? JSONParser.parse(message.payload) else { return nil }
             return TransferInfo(json: event["data"], updatedAt: event["time"]?.int64Value ?? 0)
         }

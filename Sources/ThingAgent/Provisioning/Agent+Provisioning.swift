@@ -296,24 +296,24 @@ extension Agent {
     /// `clientID` names the administration connection (`<it>-access`); `timeout` bounds each plugin command.
     static func makeProvisioning(_ configuration: AgentConfiguration, cache: DeviceCache, logger: AgentLogger,
                                  clientID: String? = nil, timeout: Duration? = nil) throws -> Provisioning {
-        guard let user = configuration.username else {
+        guard let user = configuration.mqtt.username else {
             throw AgentConfiguration.Error(.setting, "provisioning needs the agent's broker user (username), the "
                                            + "dynamic-security plugin's admin")
         }
         // A service role on the agent's own user (or the CLI's) would lock the agent out of its own broker.
-        if let wrong = configuration.serviceUsers.first(where: { $0 == user || $0 == AccessPolicy.cliUser }) {
+        if let wrong = configuration.provisioning.serviceUsers.first(where: { $0 == user || $0 == AccessPolicy.cliUser }) {
             throw AgentConfiguration.Error(.setting, "serviceUsers must not list '\(wrong)': it is the agent's or the "
                                            + "operators' CLI broker user, not a service's")
         }
-        var mqtt = configuration.mqtt(clientID: (clientID ?? configuration.clientID) + "-access")
+        var mqtt = configuration.mqtt.connection(clientID: (clientID ?? configuration.mqtt.clientID) + "-access")
         mqtt.cleanSession = true
         let dynsec = try DynsecClient(configuration: mqtt,
                                       timeout: timeout ?? max(configuration.requestTimeout, .seconds(10)))
-        let policy = AccessPolicy(topics: configuration.topics, agentClientID: configuration.clientID,
-                                  eventsTopic: configuration.eventsTopic, replyPrefix: configuration.replyPrefix)
-        let store = try PairingStore(path: configuration.database)
+        let policy = AccessPolicy(topics: configuration.topics, agentClientID: configuration.mqtt.clientID,
+                                  eventsTopic: configuration.events.topic, replyPrefix: configuration.api.replyPrefix)
+        let store = try PairingStore(path: configuration.cache.database)
         let access = AccessManager(dynsec: dynsec, policy: policy, agentUser: user,
-                                   serviceUsers: configuration.serviceUsers, store: store, cache: cache, logger: logger)
+                                   serviceUsers: configuration.provisioning.serviceUsers, store: store, cache: cache, logger: logger)
         return Provisioning(store: store, access: access, topics: configuration.topics, logger: logger)
     }
 }

@@ -21,7 +21,7 @@ extension Agent {
     /// and creates nothing.
     static func openCache(_ configuration: AgentConfiguration, role: Role, logger: AgentLogger, lockCache: Bool,
                           shouldStop: @escaping @Sendable () -> Bool) throws -> OpenedCache {
-        let database = configuration.database
+        let database = configuration.cache.database
         guard role.writesCache else {
             let existing = FileManager.default.fileExists(atPath: database)
             return OpenedCache(
@@ -33,7 +33,7 @@ extension Agent {
         let store: CacheStore
         if lockCache {
             (lock, store) = try CacheLock.lockThenOpen(
-                cache: database, holder: .daemon(clientID: configuration.clientID), commandWait: commandLockWait,
+                cache: database, holder: .daemon(clientID: configuration.mqtt.clientID), commandWait: commandLockWait,
                 waiting: { held in
                     logger.notice("a command holds the cache while no daemon runs: waiting for it", metadata: [
                         "pid": held.holder.map { "\($0)" } ?? "?", "lock": held.lockFile,
@@ -53,16 +53,16 @@ extension Agent {
                            cache: DeviceCache, hub: EventHub, models: CurrentModels,
                            logger: AgentLogger) throws -> CacheWriter {
         let journal = role.writesCache
-            ? try Journal(path: configuration.database + ".journal", initialCapacity: try journalSize()) : nil
+            ? try Journal(path: configuration.cache.database + ".journal", initialCapacity: try journalSize()) : nil
         let storage = role.writesCache
-            ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.database + ".storage"))
+            ? StorageMonitor(logger: logger, statusFile: StorageStatusFile(path: configuration.cache.database + ".storage"))
             : StorageMonitor()
-        if role.writesCache, PrivateFiles.isReadableByOthers(configuration.database) {
+        if role.writesCache, PrivateFiles.isReadableByOthers(configuration.cache.database) {
             logger.warning("the cache file is readable by other users, and it holds backup Wi-Fi passwords; "
-                           + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.database])
+                           + "chmod 600 it (the agent creates its files 0600)", metadata: ["file": configuration.cache.database])
         }
         return CacheWriter(store: store, journal: journal, cache: cache, hub: hub, storage: storage,
-                           maxProperties: configuration.maxPropertiesPerDevice,
+                           maxProperties: configuration.cache.maxPropertiesPerDevice,
                            trustsForeignTransfers: configuration.trustForeignTransfers, models: models)
     }
 
@@ -134,10 +134,10 @@ extension Agent {
                             logger: AgentLogger) -> CacheFlusher {
         var check: (@Sendable () -> Void)?
         if role.writesCache {
-            let fileCheck = CacheFileCheck(path: configuration.database, writer: writer, local: local)
+            let fileCheck = CacheFileCheck(path: configuration.cache.database, writer: writer, local: local)
             check = { fileCheck.run() }
         }
-        return CacheFlusher(writer: writer, interval: configuration.flushInterval, report: report, check: check,
+        return CacheFlusher(writer: writer, interval: configuration.cache.flushInterval, report: report, check: check,
                             logger: logger)
     }
 

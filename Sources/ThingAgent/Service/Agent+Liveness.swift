@@ -16,9 +16,9 @@ extension Agent {
     /// One line for `systemctl status`: the devices cached and the broker connection.
     public var statusLine: String {
         let broker: String = switch client.state {
-        case .connected: "connected to \(configuration.broker)"
-        case .connecting, .idle: "connecting to \(configuration.broker)"
-        case .reconnecting(let reason): "reconnecting to \(configuration.broker) (\(reason))"
+        case .connected: "connected to \(configuration.mqtt.broker)"
+        case .connecting, .idle: "connecting to \(configuration.mqtt.broker)"
+        case .reconnecting(let reason): "reconnecting to \(configuration.mqtt.broker) (\(reason))"
         case .stopped: "disconnected"
         }
         return "\(cache.count) devices; broker \(broker)"

@@ -115,10 +115,10 @@ public final class Agent: Sendable {
                                      models: currentModels, logger: logger)
         tracker = RequestTracker(limit: configuration.maxInFlight)
         integration = IntegrationCounters()
-        let apiQueue = role.speaksForTheFleet && configuration.serveAPI
-            ? APIQueue(clientID: configuration.clientID, counters: integration) : nil
+        let apiQueue = role.speaksForTheFleet && configuration.api.enabled
+            ? APIQueue(clientID: configuration.mqtt.clientID, counters: integration) : nil
         // The daemon alone: a stand-in's removal leaves the broker credentials to the daemon's next start.
-        let provisioning = role.speaksForTheFleet && configuration.provisioning
+        let provisioning = role.speaksForTheFleet && configuration.provisioning.enabled
             ? try Self.makeProvisioning(configuration, cache: cache, logger: logger) : nil
         (self.apiQueue, self.provisioning) = (apiQueue, provisioning)
         let watches = try Self.makeWatches(configuration, role: role, cache: cache, local: local, upgrades: upgrades,
@@ -140,7 +140,7 @@ public final class Agent: Sendable {
         try Self.replayJournal(role: role, writer: writer, ingestor: ingestor, watches: watches, report: report,
                                logger: logger, shouldStop: shouldStop)
         let mqtt = Self.mqttConfiguration(configuration, daemon: role.speaksForTheFleet)
-        let connectionLog = ConnectionLog(broker: configuration.broker, clientID: mqtt.clientID, logger: logger,
+        let connectionLog = ConnectionLog(broker: configuration.mqtt.broker, clientID: mqtt.clientID, logger: logger,
                                           quiet: !role.speaksForTheFleet)
         self.connectionLog = connectionLog
         let readiness = readiness
@@ -193,7 +193,7 @@ public final class Agent: Sendable {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
             // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
             logger.info("connected and subscribed", metadata: [
-                "broker": configuration.broker, "devices": "\(cache.count)", "root": topics.root])
+                "broker": configuration.mqtt.broker, "devices": "\(cache.count)", "root": topics.root])
             linkEngine.start(self)
         }
     }
@@ -205,8 +205,8 @@ public final class Agent: Sendable {
     public func run(onStarted: (@Sendable () -> Void)? = nil) async throws {
         // Registered before connecting, so the feed starts with the first message (and counts as a listener
         // from then on).
-        let events = role.writesCache && configuration.publishEvents
-            ? self.events.events(kinds: .all, queueLimit: configuration.eventQueueLimit) : nil
+        let events = role.writesCache && configuration.events.publish
+            ? self.events.events(kinds: .all, queueLimit: configuration.events.queueLimit) : nil
         // Before the broker: an address that cannot be served is a set-up error of its own, said at once, not a
         // broker problem found after the connection.
         let metrics: HTTPServer?
@@ -245,8 +245,8 @@ public final class Agent: Sendable {
         var parts = timers()
         if let feed {
             parts.append(Part(name: "event feed") {
-                await EventPublisher.run(feed, client: self.client, prefix: self.configuration.eventsTopic,
-                                         qos: QoS(rawValue: self.configuration.eventsQoS) ?? .atLeastOnce,
+                await EventPublisher.run(feed, client: self.client, prefix: self.configuration.events.topic,
+                                         qos: QoS(rawValue: self.configuration.events.qos) ?? .atLeastOnce,
                                          counters: self.integration)
             })
         }
@@ -297,7 +297,7 @@ public final class Agent: Sendable {
 
     private func startWhenBrokerIsUp() async throws {
         let floor = Duration.milliseconds(100)
-        var delay = max(floor, configuration.reconnectMinDelay)
+        var delay = max(floor, configuration.mqtt.reconnectMinDelay)
         while true {
             do {
                 return try await start()
@@ -305,9 +305,9 @@ public final class Agent: Sendable {
                 let what = error.kind == .connectionRefused || error.kind == .timeout
                     ? "broker not reachable" : "connection lost while starting"
                 logger.warning("\(what); retrying in \(String(format: "%.1f", delay.seconds)) s",
-                               metadata: ["broker": configuration.broker, "error": "\(error)"])
+                               metadata: ["broker": configuration.mqtt.broker, "error": "\(error)"])
                 try await Task.sleep(for: delay)
-                delay = min(max(configuration.reconnectMaxDelay, floor), delay * 2)
+                delay = min(max(configuration.mqtt.reconnectMaxDelay, floor), delay * 2)
             }
         }
     }
@@ -340,7 +340,7 @@ public final class Agent: Sendable {
                 try writer.checkpoint()
             } catch {
                 logger.warning("could not checkpoint the cache file", metadata: [
-                    "file": configuration.database, "error": "\(error)"])
+                    "file": configuration.cache.database, "error": "\(error)"])
             }
         }
         apiQueue?.finish()
@@ -371,7 +371,7 @@ public final class Agent: Sendable {
         let limit = timeout ?? configuration.requestTimeout
         guard await readiness.wait(timeout: limit) else {
             if Task.isCancelled { throw .cancelled }
-            throw .notSent(reason: "not connected to the broker \(configuration.broker) within "
+            throw .notSent(reason: "not connected to the broker \(configuration.mqtt.broker) within "
                            + "\(String(format: "%g", limit.seconds)) s")
         }
     }
@@ -468,11 +468,11 @@ public final class Agent: Sendable {
 
     /// The daemon's connection (`daemon`: its client id, persistent session, will and birth), or a command's.
     static func mqttConfiguration(_ config: AgentConfiguration, daemon: Bool) -> MQTTConfiguration {
-        let clientID = daemon ? config.clientID : config.commandClientID
-        var mqtt = config.mqtt(clientID: clientID)
-        let persistent = daemon && config.persistentSession
+        let clientID = daemon ? config.mqtt.clientID : config.commandClientID
+        var mqtt = config.mqtt.connection(clientID: clientID)
+        let persistent = daemon && config.mqtt.persistentSession
         mqtt.cleanSession = !persistent
-        if persistent, mqtt.protocolVersion == .v5 { mqtt.sessionExpiry = UInt32(config.sessionExpiry) }
+        if persistent, mqtt.protocolVersion == .v5 { mqtt.sessionExpiry = UInt32(config.mqtt.sessionExpiry) }
         if daemon {
             mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
                                  qos: .atLeastOnce, retain: true)

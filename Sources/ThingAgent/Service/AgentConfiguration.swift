@@ -6,36 +6,25 @@ import ThingAgentCore
 /// Everything the agent needs to run. Read from a JSON file (`Config/agent.json` documents every key),
 /// then environment variables override it, then command-line flags override both.
 public struct AgentConfiguration: Sendable, Equatable {
-    /// `mqtt://host:port` or `mqtts://host:port`.
-    public var broker = "mqtt://127.0.0.1:1883"
-    public var username: String?
-    public var password: String?
-    public var caFile: String?
-    public var certFile: String?
-    public var keyFile: String?
-    public var verifyHostname = true
-    /// Stable by default, so that the broker keeps the agent's session across restarts.
-    public var clientID = "thing-agent"
-    /// "5" or "3.1.1" in the file.
-    public var mqttVersion: MQTTProtocolVersion = .v5
-    /// Keep a persistent session: QoS 1 reports published while the agent is down reach it when it returns.
-    public var persistentSession = true
-    /// MQTT 5 session expiry in seconds (how long the broker keeps the session while the agent is away).
-    public var sessionExpiry: Double = 7 * 24 * 3600
-    public var keepAlive: Double = 30
+    /// The broker connection.
+    public var mqtt = MQTT()
+    /// The cache file and what it may hold.
+    public var cache = Cache()
+    /// The request/response API over MQTT.
+    public var api = API()
+    /// The event feed published over MQTT.
+    public var events = Events()
+    /// Access management through mosquitto's dynamic-security plugin.
+    public var provisioning = Provisioning()
+
+    /// The first level of the device topics (`<topicRoot>/<D>/...`).
     public var topicRoot = "things"
-    public var database = "thing-agent.sqlite"
-    /// How long a batch of changes gathers in memory (and in the journal) before it is written to SQLite in one
-    /// transaction. Larger values mean fewer, bigger transactions; nothing acknowledged is lost either way.
-    public var flushInterval: Duration = .milliseconds(50)
     /// How long a request waits for its answer.
     public var requestTimeout: Duration = .seconds(10)
     /// At most this many requests wait for answers at once; one more fails at once with `.tooManyInFlight`.
     public var maxInFlight = 10_000
     /// A device offline for longer than this produces one offline warning.
     public var offlineGracePeriod: Duration = .seconds(30)
-    public var reconnectMinDelay: Duration = .milliseconds(100)
-    public var reconnectMaxDelay: Duration = .seconds(30)
     /// A gateway transfer with no status change for this long ends as failed with failedCode `timeout`.
     public var transferStallTimeout: Duration = .seconds(120)
     /// The firmware catalog (latest version per product) read by `firmware`, `ota --latest` and the detail page.
@@ -46,42 +35,12 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var modelsDirectory: String?
     /// The scenes file (`thing-agent scene`).
     public var scenesFile: String?
-    /// Publish every listener event as JSON on `<eventsTopic>/<D>/<kind>` (the daemon only).
-    public var publishEvents = true
-    public var eventsTopic = "thing-agent/events"
-    /// Events waiting to be published; beyond it they are dropped and counted.
-    public var eventQueueLimit = 4096
-    /// The QoS of the event feed (0, 1 or 2). 1 by default: an offline warning is worth an acknowledgement.
-    public var eventsQoS = 1
     /// `HOST:PORT` to serve Prometheus metrics (`GET /metrics`) and the health check (`GET /health`) on; nil
     /// (the default) serves nothing.
     public var metricsAddress: String?
-    /// Answer the request/response API on `thing-agent/api/<clientId>/request/<method>` (the daemon only).
-    public var serveAPI = true
-    /// API answers go only to topics under this prefix (`replyTo`, the MQTT 5 response topic); the first level
-    /// below it names the client for the rate limit.
-    public var replyPrefix = "thing-agent/replies/"
-    /// Devices in one page of the API's `devices` when the request gives no `limit`.
-    public var apiPageSize = 100
-    /// API requests per second one client may make (a burst of as many, at least one); 0: no limit.
-    public var apiRateLimit: Double = 20
-    /// API requests per second from all clients together (a burst of as many); 0: no limit. The client a request
-    /// names is its own choice, so this bounds what a requester rotating made-up names can make the agent do.
-    public var apiRateLimitTotal: Double = 200
-    /// A report time further ahead of the agent's clock than this (seconds) is replaced by the arrival time.
-    public var maxClockSkew: Double = 300
-    /// Property codes one device may have; new codes beyond are refused.
-    public var maxPropertiesPerDevice = 512
-    /// Devices the cache holds; messages from new devices beyond are refused.
-    public var maxDevices = 1_000_000
     /// Re-link sub-devices on a `finish` for a transfer started elsewhere (not through this agent), when the
     /// gateway is eligible: known, with the gatewayTransfer ability, of the faulty gateway's product and space.
     public var trustForeignTransfers = false
-    /// Access management through mosquitto's dynamic-security plugin: pairings, activation, one role per device
-    /// (docs/provisioning.md). Off keeps the broker's own (static) access control.
-    public var provisioning = false
-    /// The services' broker users, each given the service role and its own replies (provisioning only).
-    public var serviceUsers: [String] = []
     /// The device-detail config (`thing-agent detail`, the API's `detail`), in the SDKs' deviceDetailConfig.json
     /// format; nil uses the built-in default layout.
     public var detailConfig: String?
@@ -90,33 +49,119 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     public init() {}
 
+    /// The broker connection (keys `broker` to `reconnectMaxDelay` of the file).
+    public struct MQTT: Sendable, Equatable {
+        /// `mqtt://host:port` or `mqtts://host:port`.
+        public var broker = "mqtt://127.0.0.1:1883"
+        public var username: String?
+        public var password: String?
+        public var caFile: String?
+        public var certFile: String?
+        public var keyFile: String?
+        public var verifyHostname = true
+        /// Stable by default, so that the broker keeps the agent's session across restarts.
+        public var clientID = "thing-agent"
+        /// "5" or "3.1.1" in the file (key `mqttVersion`).
+        public var version: MQTTProtocolVersion = .v5
+        /// Keep a persistent session: QoS 1 reports published while the agent is down reach it when it returns.
+        public var persistentSession = true
+        /// MQTT 5 session expiry in seconds (how long the broker keeps the session while the agent is away).
+        public var sessionExpiry: Double = 7 * 24 * 3600
+        public var keepAlive: Double = 30
+        public var reconnectMinDelay: Duration = .milliseconds(100)
+        public var reconnectMaxDelay: Duration = .seconds(30)
+
+        public init() {}
+
+        /// The broker connection these settings describe (address, credentials, TLS, keepalive, MQTT version,
+        /// reconnect delays), as `clientID`, with a clean session and no will.
+        public func connection(clientID: String) -> MQTTConfiguration {
+            var mqtt = MQTTConfiguration(url: broker, clientID: clientID)
+            mqtt.username = username
+            mqtt.password = password
+            if caFile != nil || certFile != nil || keyFile != nil || !verifyHostname {
+                mqtt.tls = MQTTTLS(caFile: caFile, certFile: certFile, keyFile: keyFile, verifyHostname: verifyHostname)
+            }
+            mqtt.keepAlive = Int(keepAlive)
+            mqtt.protocolVersion = version
+            mqtt.reconnectMinDelay = reconnectMinDelay
+            mqtt.reconnectMaxDelay = reconnectMaxDelay
+            // Room for a whole batch of the event feed (and more sets in flight) without waiting in the library.
+            mqtt.sendMaximum = EventPublisher.batchLimit * 2
+            return mqtt
+        }
+    }
+
+    /// The cache file and what it may hold (keys `database`, `flushInterval`, `maxDevices`,
+    /// `maxPropertiesPerDevice`, `maxClockSkew`).
+    public struct Cache: Sendable, Equatable {
+        public var database = "thing-agent.sqlite"
+        /// How long a batch of changes gathers in memory (and in the journal) before it is written to SQLite in
+        /// one transaction. Larger values mean fewer, bigger transactions; nothing acknowledged is lost either way.
+        public var flushInterval: Duration = .milliseconds(50)
+        /// Devices the cache holds; messages from new devices beyond are refused.
+        public var maxDevices = 1_000_000
+        /// Property codes one device may have; new codes beyond are refused.
+        public var maxPropertiesPerDevice = 512
+        /// A report time further ahead of the agent's clock than this (seconds) is replaced by the arrival time.
+        public var maxClockSkew: Double = 300
+
+        public init() {}
+    }
+
+    /// The request/response API on `thing-agent/api/<clientId>/request/<method>` (keys `serveAPI`,
+    /// `replyPrefix`, `apiPageSize`, `apiRateLimit`, `apiRateLimitTotal`).
+    public struct API: Sendable, Equatable {
+        /// Answer the API (the daemon only).
+        public var enabled = true
+        /// API answers go only to topics under this prefix (`replyTo`, the MQTT 5 response topic); the first
+        /// level below it names the client for the rate limit.
+        public var replyPrefix = "thing-agent/replies/"
+        /// Devices in one page of the API's `devices` when the request gives no `limit`.
+        public var pageSize = 100
+        /// API requests per second one client may make (a burst of as many, at least one); 0: no limit.
+        public var rateLimit: Double = 20
+        /// API requests per second from all clients together (a burst of as many); 0: no limit. The client a
+        /// request names is its own choice, so this bounds what a requester rotating made-up names can make the
+        /// agent do.
+        public var rateLimitTotal: Double = 200
+
+        public init() {}
+    }
+
+    /// The event feed (keys `publishEvents`, `eventsTopic`, `eventQueueLimit`, `eventsQoS`).
+    public struct Events: Sendable, Equatable {
+        /// Publish every listener event as JSON on `<topic>/<D>/<kind>` (the daemon only).
+        public var publish = true
+        public var topic = "thing-agent/events"
+        /// Events waiting to be published; beyond it they are dropped and counted.
+        public var queueLimit = 4096
+        /// The QoS of the feed (0, 1 or 2). 1 by default: an offline warning is worth an acknowledgement.
+        public var qos = 1
+
+        public init() {}
+    }
+
+    /// Access management through mosquitto's dynamic-security plugin: pairings, activation, one role per device
+    /// (docs/provisioning.md); keys `provisioning` and `serviceUsers`.
+    public struct Provisioning: Sendable, Equatable {
+        /// Off keeps the broker's own (static) access control.
+        public var enabled = false
+        /// The services' broker users, each given the service role and its own replies.
+        public var serviceUsers: [String] = []
+
+        public init() {}
+    }
+
     /// The retained topic on which the agent announces itself (online) and its will (offline).
-    public var announceTopic: String { "thing-agent/agents/\(clientID)/status" }
+    public var announceTopic: String { "thing-agent/agents/\(mqtt.clientID)/status" }
 
     public var topics: Topics { Topics(root: topicRoot) }
 
-    /// A client id of its own for a short-lived command, made from `clientID`, so that it never takes over the
-    /// daemon's session.
+    /// A client id of its own for a short-lived command, made from the agent's client id, so that it never takes
+    /// over the daemon's session.
     public var commandClientID: String {
-        "\(clientID)-cli-\(ProcessInfo.processInfo.processIdentifier)-\(UInt16.random(in: 0...UInt16.max))"
-    }
-
-    /// The broker connection these settings describe (address, credentials, TLS, keepalive, MQTT version,
-    /// reconnect delays), as `clientID`, with a clean session and no will.
-    public func mqtt(clientID: String) -> MQTTConfiguration {
-        var mqtt = MQTTConfiguration(url: broker, clientID: clientID)
-        mqtt.username = username
-        mqtt.password = password
-        if caFile != nil || certFile != nil || keyFile != nil || !verifyHostname {
-            mqtt.tls = MQTTTLS(caFile: caFile, certFile: certFile, keyFile: keyFile, verifyHostname: verifyHostname)
-        }
-        mqtt.keepAlive = Int(keepAlive)
-        mqtt.protocolVersion = mqttVersion
-        mqtt.reconnectMinDelay = reconnectMinDelay
-        mqtt.reconnectMaxDelay = reconnectMaxDelay
-        // Room for a whole batch of the event feed (and more sets in flight) without waiting in the library.
-        mqtt.sendMaximum = EventPublisher.batchLimit * 2
-        return mqtt
+        "\(mqtt.clientID)-cli-\(ProcessInfo.processInfo.processIdentifier)-\(UInt16.random(in: 0...UInt16.max))"
     }
 
     // MARK: loading
@@ -126,28 +171,28 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     /// The keys of the JSON file, each with how to apply a value; the environment and flags use the same table.
     static let keys: [(key: String, env: String, apply: @Sendable (inout AgentConfiguration, JSONValue) -> Bool)] = [
-        ("broker", "THING_AGENT_BROKER", { c, v in set(&c.broker, v) }),
-        ("username", "THING_AGENT_USERNAME", { c, v in setOptional(&c.username, v) }),
-        ("password", "THING_AGENT_PASSWORD", { c, v in setOptional(&c.password, v) }),
-        ("caFile", "THING_AGENT_CA_FILE", { c, v in setOptional(&c.caFile, v) }),
-        ("certFile", "THING_AGENT_CERT_FILE", { c, v in setOptional(&c.certFile, v) }),
-        ("keyFile", "THING_AGENT_KEY_FILE", { c, v in setOptional(&c.keyFile, v) }),
-        ("verifyHostname", "THING_AGENT_VERIFY_HOSTNAME", { c, v in setBool(&c.verifyHostname, v) }),
-        ("clientId", "THING_AGENT_CLIENT_ID", { c, v in set(&c.clientID, v) }),
+        ("broker", "THING_AGENT_BROKER", { c, v in set(&c.mqtt.broker, v) }),
+        ("username", "THING_AGENT_USERNAME", { c, v in setOptional(&c.mqtt.username, v) }),
+        ("password", "THING_AGENT_PASSWORD", { c, v in setOptional(&c.mqtt.password, v) }),
+        ("caFile", "THING_AGENT_CA_FILE", { c, v in setOptional(&c.mqtt.caFile, v) }),
+        ("certFile", "THING_AGENT_CERT_FILE", { c, v in setOptional(&c.mqtt.certFile, v) }),
+        ("keyFile", "THING_AGENT_KEY_FILE", { c, v in setOptional(&c.mqtt.keyFile, v) }),
+        ("verifyHostname", "THING_AGENT_VERIFY_HOSTNAME", { c, v in setBool(&c.mqtt.verifyHostname, v) }),
+        ("clientId", "THING_AGENT_CLIENT_ID", { c, v in set(&c.mqtt.clientID, v) }),
         ("mqttVersion", "THING_AGENT_MQTT_VERSION", { c, v in
             switch v.stringValue {
-            case "5": c.mqttVersion = .v5
-            case "3.1.1": c.mqttVersion = .v311
+            case "5": c.mqtt.version = .v5
+            case "3.1.1": c.mqtt.version = .v311
             default: return false
             }
             return true
         }),
-        ("persistentSession", "THING_AGENT_PERSISTENT_SESSION", { c, v in setBool(&c.persistentSession, v) }),
-        ("sessionExpiry", "THING_AGENT_SESSION_EXPIRY", { c, v in setNumber(&c.sessionExpiry, v) }),
+        ("persistentSession", "THING_AGENT_PERSISTENT_SESSION", { c, v in setBool(&c.mqtt.persistentSession, v) }),
+        ("sessionExpiry", "THING_AGENT_SESSION_EXPIRY", { c, v in setNumber(&c.mqtt.sessionExpiry, v) }),
         ("keepAlive", "THING_AGENT_KEEPALIVE", { c, v in
             // MQTT carries the keepalive in 16 bits; libmosquitto takes 5 s or more.
             guard let d = v.doubleValue, d >= 5, d <= 65535 else { return false }
-            c.keepAlive = d
+            c.mqtt.keepAlive = d
             return true
         }),
         ("topicRoot", "THING_AGENT_TOPIC_ROOT", { c, v in
@@ -155,8 +200,8 @@ public struct AgentConfiguration: Sendable, Equatable {
             c.topicRoot = s
             return true
         }),
-        ("database", "THING_AGENT_DB", { c, v in set(&c.database, v) }),
-        ("flushInterval", "THING_AGENT_FLUSH_INTERVAL", { c, v in setDuration(&c.flushInterval, v) }),
+        ("database", "THING_AGENT_DB", { c, v in set(&c.cache.database, v) }),
+        ("flushInterval", "THING_AGENT_FLUSH_INTERVAL", { c, v in setDuration(&c.cache.flushInterval, v) }),
         ("requestTimeout", "THING_AGENT_REQUEST_TIMEOUT", { c, v in setDuration(&c.requestTimeout, v) }),
         ("maxInFlight", "THING_AGENT_MAX_IN_FLIGHT", { c, v in
             guard let n = v.int64Value, n > 0 else { return false }
@@ -175,24 +220,24 @@ public struct AgentConfiguration: Sendable, Equatable {
             c.otaStallTimeout = .seconds(d)
             return true
         }),
-        ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setDuration(&c.reconnectMinDelay, v) }),
-        ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setDuration(&c.reconnectMaxDelay, v) }),
+        ("reconnectMinDelay", "THING_AGENT_RECONNECT_MIN", { c, v in setDuration(&c.mqtt.reconnectMinDelay, v) }),
+        ("reconnectMaxDelay", "THING_AGENT_RECONNECT_MAX", { c, v in setDuration(&c.mqtt.reconnectMaxDelay, v) }),
         ("modelsDirectory", "THING_AGENT_MODELS", { c, v in setOptional(&c.modelsDirectory, v) }),
         ("scenesFile", "THING_AGENT_SCENES", { c, v in setOptional(&c.scenesFile, v) }),
-        ("publishEvents", "THING_AGENT_PUBLISH_EVENTS", { c, v in setBool(&c.publishEvents, v) }),
+        ("publishEvents", "THING_AGENT_PUBLISH_EVENTS", { c, v in setBool(&c.events.publish, v) }),
         ("eventsTopic", "THING_AGENT_EVENTS_TOPIC", { c, v in
             guard let s = v.stringValue, !s.isEmpty, !s.contains("+"), !s.contains("#") else { return false }
-            c.eventsTopic = s
+            c.events.topic = s
             return true
         }),
         ("eventQueueLimit", "THING_AGENT_EVENT_QUEUE", { c, v in
             guard let n = v.int64Value, n > 0 else { return false }
-            c.eventQueueLimit = Int(n)
+            c.events.queueLimit = Int(n)
             return true
         }),
         ("eventsQoS", "THING_AGENT_EVENTS_QOS", { c, v in
             guard let n = v.int64Value, (0...2).contains(n) else { return false }
-            c.eventsQoS = Int(n)
+            c.events.qos = Int(n)
             return true
         }),
         ("metricsAddress", "THING_AGENT_METRICS", { c, v in
@@ -204,33 +249,33 @@ public struct AgentConfiguration: Sendable, Equatable {
             c.metricsAddress = s.isEmpty ? nil : s
             return true
         }),
-        ("serveAPI", "THING_AGENT_SERVE_API", { c, v in setBool(&c.serveAPI, v) }),
+        ("serveAPI", "THING_AGENT_SERVE_API", { c, v in setBool(&c.api.enabled, v) }),
         ("replyPrefix", "THING_AGENT_REPLY_PREFIX", { c, v in
             guard let s = v.stringValue, !s.isEmpty, !s.contains("+"), !s.contains("#") else { return false }
             // Without the slash the prefix would also match look-alikes (`thing-agent/replies-x/…`).
-            c.replyPrefix = s.hasSuffix("/") ? s : s + "/"
+            c.api.replyPrefix = s.hasSuffix("/") ? s : s + "/"
             return true
         }),
-        ("apiPageSize", "THING_AGENT_API_PAGE_SIZE", { c, v in setCount(&c.apiPageSize, v, max: maxPageSize) }),
+        ("apiPageSize", "THING_AGENT_API_PAGE_SIZE", { c, v in setCount(&c.api.pageSize, v, max: maxPageSize) }),
         ("apiRateLimit", "THING_AGENT_API_RATE_LIMIT", { c, v in
             guard let d = v.doubleValue, d >= 0, d <= 1_000_000 else { return false }
-            c.apiRateLimit = d
+            c.api.rateLimit = d
             return true
         }),
         ("apiRateLimitTotal", "THING_AGENT_API_RATE_LIMIT_TOTAL", { c, v in
             guard let d = v.doubleValue, d >= 0, d <= 1_000_000 else { return false }
-            c.apiRateLimitTotal = d
+            c.api.rateLimitTotal = d
             return true
         }),
-        ("maxClockSkew", "THING_AGENT_MAX_CLOCK_SKEW", { c, v in setNumber(&c.maxClockSkew, v) }),
+        ("maxClockSkew", "THING_AGENT_MAX_CLOCK_SKEW", { c, v in setNumber(&c.cache.maxClockSkew, v) }),
         ("maxPropertiesPerDevice", "THING_AGENT_MAX_PROPERTIES", { c, v in
-            setCount(&c.maxPropertiesPerDevice, v, max: 1_000_000)
+            setCount(&c.cache.maxPropertiesPerDevice, v, max: 1_000_000)
         }),
-        ("maxDevices", "THING_AGENT_MAX_DEVICES", { c, v in setCount(&c.maxDevices, v, max: 1_000_000_000) }),
+        ("maxDevices", "THING_AGENT_MAX_DEVICES", { c, v in setCount(&c.cache.maxDevices, v, max: 1_000_000_000) }),
         ("trustForeignTransfers", "THING_AGENT_TRUST_FOREIGN_TRANSFERS", { c, v in
             setBool(&c.trustForeignTransfers, v)
         }),
-        ("provisioning", "THING_AGENT_PROVISIONING", { c, v in setBool(&c.provisioning, v) }),
+        ("provisioning", "THING_AGENT_PROVISIONING", { c, v in setBool(&c.provisioning.enabled, v) }),
         ("serviceUsers", "THING_AGENT_SERVICE_USERS", { c, v in
             // In the file a list; in the environment comma-separated.
             let names: [String]?
@@ -241,7 +286,7 @@ public struct AgentConfiguration: Sendable, Equatable {
                 names = v.stringValue.map { $0.split(separator: ",").map(String.init) }
             }
             guard let names, names.allSatisfy({ DeviceID.isValid($0) }) else { return false }
-            c.serviceUsers = names
+            c.provisioning.serviceUsers = names
             return true
         }),
         ("detailConfig", "THING_AGENT_DETAIL_CONFIG", { c, v in setOptional(&c.detailConfig, v) }),
@@ -284,7 +329,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// access of those sub-devices goes with them, so trusting a finish no one here started would hand the broker
     /// topics of one gateway's devices to another on that gateway's word alone.
     public func checkCombinations() throws(Error) {
-        if trustForeignTransfers && provisioning {
+        if trustForeignTransfers && provisioning.enabled {
             throw Error(.setting, "trustForeignTransfers and provisioning cannot both be on: with provisioning a "
                         + "finished replacement also moves the sub-devices' broker access, so only a transfer "
                         + "started through this agent may move them (set trustForeignTransfers to false)")

@@ -13,8 +13,8 @@ struct IngestLimits: Sendable {
     init() {}
 
     init(_ configuration: AgentConfiguration) {
-        maxClockSkew = Millis(configuration.maxClockSkew * 1000)
-        maxDevices = configuration.maxDevices
+        maxClockSkew = Millis(configuration.cache.maxClockSkew * 1000)
+        maxDevices = configuration.cache.maxDevices
     }
 }
 

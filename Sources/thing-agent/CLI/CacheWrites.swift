@@ -16,7 +16,7 @@ enum CacheWriteAccess {
         let deadline = clock.now + .seconds(5)
         while true {
             do {
-                return .here(try CacheLock(cache: configuration.database, holder: .command(command)))
+                return .here(try CacheLock(cache: configuration.cache.database, holder: .command(command)))
             } catch let held as CacheLock.Held {
                 if let owner = held.owner { return .daemon(clientID: owner) }
                 if clock.now >= deadline {

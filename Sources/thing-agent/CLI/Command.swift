@@ -65,15 +65,15 @@ extension Command {
     /// when it does not, or why it cannot be opened.
     static func openExisting<T>(_ configuration: AgentConfiguration, verb: String,
                                 _ open: (String) throws -> T) throws -> T {
-        guard FileManager.default.fileExists(atPath: configuration.database) else {
+        guard FileManager.default.fileExists(atPath: configuration.cache.database) else {
             throw CommandFailure(code: .failure, message: """
-                no cache at \(configuration.database): start the daemon (thing-agent run) or pass --db PATH
+                no cache at \(configuration.cache.database): start the daemon (thing-agent run) or pass --db PATH
                 """)
         }
         do {
-            return try open(configuration.database)
+            return try open(configuration.cache.database)
         } catch {
-            throw CommandFailure(code: .failure, message: "cannot \(verb) the cache \(configuration.database): \(error)")
+            throw CommandFailure(code: .failure, message: "cannot \(verb) the cache \(configuration.cache.database): \(error)")
         }
     }
 
@@ -108,7 +108,7 @@ extension Command {
             try await agent.start()
         } catch {
             await agent.stop()
-            throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")
+            throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.mqtt.broker): \(error)")
         }
     }
 

@@ -26,7 +26,7 @@ struct DaemonAPI {
     func client() throws -> AgentClient {
         do {
             return try AgentClient(configuration: configuration, daemon: daemon,
-                                   replyUser: configuration.username ?? "thing-agent-cli")
+                                   replyUser: configuration.mqtt.username ?? "thing-agent-cli")
         } catch {
             throw CommandFailure(code: .failure, message: "\(error)")
         }
@@ -40,8 +40,8 @@ struct DaemonAPI {
             try await client.connect()
         } catch {
             throw CommandFailure(code: .noBroker, message: """
-                the daemon \(daemon) holds the cache \(configuration.database), so the change goes through it, \
-                but the broker \(configuration.broker) cannot be used: \(error.reason)
+                the daemon \(daemon) holds the cache \(configuration.cache.database), so the change goes through it, \
+                but the broker \(configuration.mqtt.broker) cannot be used: \(error.reason)
                 """)
         }
         do {
@@ -64,7 +64,7 @@ struct DaemonAPI {
             CommandFailure(code: .noBroker, message: "cannot reach the daemon \(daemon): \(reason)")
         case .noAnswer(_, let seconds):
             CommandFailure(code: .timeout, message: """
-                the daemon \(daemon) holds the cache \(configuration.database) but did not answer within \
+                the daemon \(daemon) holds the cache \(configuration.cache.database) but did not answer within \
                 \(Format.seconds(seconds)) s
                 """)
         case .refused(let code, let message, _):

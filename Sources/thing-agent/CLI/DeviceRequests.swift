@@ -65,13 +65,13 @@ final class DeviceRequests: Sendable {
             do {
                 try await client.connect()
             } catch {
-                throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error.reason)")
+                throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.mqtt.broker): \(error.reason)")
             }
         case .here(let agent):
             do {
                 try await agent.start()
             } catch {
-                throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")
+                throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.mqtt.broker): \(error)")
             }
             timers.withLock { $0 = Task { await agent.runTimers() } }
         }

@@ -23,7 +23,7 @@ final class UpgradeReports: Sendable {
     /// Subscribes to `device`'s progress reports of `version`; nil when the broker cannot be used (the command
     /// then shows what the file says, which is enough to end correctly).
     static func listen(_ configuration: AgentConfiguration, device: String, version: String) async -> UpgradeReports? {
-        guard let client = try? MQTTClient(configuration: configuration.mqtt(clientID: configuration.commandClientID))
+        guard let client = try? MQTTClient(configuration: configuration.mqtt.connection(clientID: configuration.commandClientID))
         else { return nil }
         let reports = UpgradeReports(client: client)
         let stream = client.messages

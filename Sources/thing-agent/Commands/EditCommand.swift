@@ -12,7 +12,7 @@ extension Command {
     /// Fails with exit 1 unless the device is in the cache file.
     static func requireKnown(_ device: String, _ configuration: AgentConfiguration) throws -> DeviceSnapshot {
         guard let snapshot = try openCache(configuration).device(device) else {
-            throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.database)")
+            throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.cache.database)")
         }
         return snapshot
     }

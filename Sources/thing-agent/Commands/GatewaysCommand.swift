@@ -18,7 +18,7 @@ enum GatewaysCommand: Command {
         // The cache file, read-only: no lock, no migration, nothing written.
         let reader = try openCache(configuration)
         guard let me = try reader.device(device) else {
-            throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.database)")
+            throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.cache.database)")
         }
         let fleet = try reader.devices()
         let candidates = GatewayTransferManager.gateways(replaceableBy: me, among: fleet)

@@ -20,7 +20,7 @@ enum InfoCommand: Command {
         guard !arguments.has("fetch") else { return nil }
         let reader = try openCache(configuration)
         guard let snapshot = try reader.device(device) else {
-            throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.database)")
+            throw CommandFailure(code: .failure, message: "unknown device '\(device)': it is not in the cache \(configuration.cache.database)")
         }
         show(snapshot, from: reader, json: arguments.has("json"))
         return .success
@@ -33,7 +33,7 @@ enum InfoCommand: Command {
         guard let fetched else {
             throw CommandFailure(code: .failure, message: "device \(device) is not in the cache")
         }
-        show(fetched, from: try? CacheReader(path: configuration.database), json: arguments.has("json"))
+        show(fetched, from: try? CacheReader(path: configuration.cache.database), json: arguments.has("json"))
         return .success
     }
 

@@ -90,7 +90,7 @@ enum OTACommand: Command {
         guard case .daemon(let daemon) = try await writeAccess(configuration) else {
             throw CommandFailure(code: .failure, message: """
                 firmware upgrades are started and tracked by the daemon (it follows the device through its \
-                reboot); start it with 'thing-agent run' on \(configuration.database)
+                reboot); start it with 'thing-agent run' on \(configuration.cache.database)
                 """)
         }
         var request = JSONObject([("device", .string(deviceId)), ("version", .string(image.version)),
@@ -112,7 +112,7 @@ enum OTACommand: Command {
         do {
             let code = try await follow(deviceId, startedAt: startedAt, reader: reader, reports: reports,
                                         patience: patience, stall: configuration.otaStallTimeout.seconds,
-                                        daemon: DaemonPresence(cache: configuration.database))
+                                        daemon: DaemonPresence(cache: configuration.cache.database))
             await reports?.stop()
             return code
         } catch {

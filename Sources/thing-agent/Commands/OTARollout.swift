@@ -150,7 +150,7 @@ extension OTACommand {
         if !candidates.isEmpty {
             guard case .daemon(let daemon) = try await writeAccess(configuration) else {
                 throw CommandFailure(code: .failure, message: "firmware upgrades are started and tracked by the daemon; "
-                                     + "start it with 'thing-agent run' on \(configuration.database)")
+                                     + "start it with 'thing-agent run' on \(configuration.cache.database)")
             }
             let rollout = OTARollout(configuration: configuration, daemon: daemon, image: image,
                                      concurrency: concurrency, maxFailures: maxFailures, patience: patience)

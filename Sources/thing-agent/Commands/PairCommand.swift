@@ -145,7 +145,7 @@ enum PairCommand: Command {
         case .here(let lock):
             withExtendedLifetime(lock) {}
             throw CommandFailure(code: .failure, message: """
-                no daemon holds the cache \(configuration.database): pairings are made by the daemon (thing-agent \
+                no daemon holds the cache \(configuration.cache.database): pairings are made by the daemon (thing-agent \
                 run with "provisioning": true), which creates the broker credentials
                 """)
         }

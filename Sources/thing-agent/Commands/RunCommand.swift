@@ -49,9 +49,9 @@ enum RunCommand: Command {
         let hangups = SignalWatcher([SIGHUP]) { _ in reload.reload() }
         defer { hangups.cancel() }
         let systemd = SystemdSupervision(logger: logger)
-        systemd.status("loading the cache \(configuration.database)")
+        systemd.status("loading the cache \(configuration.cache.database)")
         let agent: Agent
-        logger.info("loading the cache", metadata: ["db": configuration.database])
+        logger.info("loading the cache", metadata: ["db": configuration.cache.database])
         do {
             agent = try Agent(configuration: configuration, role: .daemon, logger: logger, lockCache: true,
                               shouldStop: { stop.isRequested })
@@ -62,9 +62,9 @@ enum RunCommand: Command {
             logger.critical("cannot start: \(error)")
             return .failure
         }
-        logger.info("cache loaded", metadata: ["devices": "\(agent.cache.count)", "db": configuration.database])
+        logger.info("cache loaded", metadata: ["devices": "\(agent.cache.count)", "db": configuration.cache.database])
         reload.attach(agent)
-        systemd.status("\(agent.cache.count) devices; waiting for the broker \(configuration.broker)")
+        systemd.status("\(agent.cache.count) devices; waiting for the broker \(configuration.mqtt.broker)")
 
         let supervision = Mutex<Task<Void, Never>?>(nil)
         let work = Task {

@@ -88,10 +88,10 @@ enum SimulateCommand: Command {
             }
             var kept = try arguments.value("credentials").map(KeptCredentials.init(path:)) ?? KeptCredentials()
             let before = plans.filter { kept.has($0.id) }.count
-            credentials = try await SimulatedPairing(configuration: configuration, daemon: configuration.clientID)
+            credentials = try await SimulatedPairing(configuration: configuration, daemon: configuration.mqtt.clientID)
                 .activate(plans, kept: &kept)
             Console.out("simulate: \(plans.count - before) devices paired and activated through the daemon "
-                        + "\(configuration.clientID)" + (before > 0 ? ", \(before) with the credentials they kept" : ""))
+                        + "\(configuration.mqtt.clientID)" + (before > 0 ? ", \(before) with the credentials they kept" : ""))
         }
         let simulator: Simulator
         do {
@@ -99,7 +99,7 @@ enum SimulateCommand: Command {
                                       credentials: credentials)
             try await simulator.checkBroker(configuration)
         } catch {
-            throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.broker): \(error)")
+            throw CommandFailure(code: .noBroker, message: "cannot use the broker \(configuration.mqtt.broker): \(error)")
         }
         printFleet(simulator, configuration: configuration)
         let work = Task { await simulator.run() }
@@ -178,7 +178,7 @@ enum SimulateCommand: Command {
         let gateways = options.gateways == 0 ? "no gateways"
             : "\(options.gateways) gateways with \(options.subdevicesPerGateway) sub-devices each"
         Console.out("""
-            simulate: \(options.total) devices (\(options.devices) devices, \(gateways)) on \(configuration.broker) \
+            simulate: \(options.total) devices (\(options.devices) devices, \(gateways)) on \(configuration.mqtt.broker) \
             under \(configuration.topicRoot)/, seed \(options.seed), \(plan.links.count) connections\
             \(plan.pooledDevices > 0 ? " (\(plan.pooledDevices) devices on pooled connections)" : "")
             """)

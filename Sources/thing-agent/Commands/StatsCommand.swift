@@ -31,11 +31,11 @@ enum StatsCommand: Command {
         let configuration = try CommonOptions.configuration(arguments)
         guard let stored = try openCache(configuration).statistics() else {
             throw CommandFailure(code: .failure, message: """
-                no counters in \(configuration.database): the daemon (thing-agent run) has not run on it yet
+                no counters in \(configuration.cache.database): the daemon (thing-agent run) has not run on it yet
                 """)
         }
         let stats = stored.statistics
-        let storage = storage(of: configuration.database)
+        let storage = storage(of: configuration.cache.database)
         if arguments.has("json") {
             var dropped = JSONObject()
             for reason in DropReason.allCases { dropped[reason.rawValue] = .integer(Int64(stats.dropped[reason] ?? 0)) }

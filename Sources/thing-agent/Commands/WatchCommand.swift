@@ -22,7 +22,7 @@ enum WatchCommand: Command {
         let updates = agent.events.events()
         let done = Task {
             if let screen {
-                await screen.run(agent: agent, updates: updates, broker: configuration.broker)
+                await screen.run(agent: agent, updates: updates, broker: configuration.mqtt.broker)
             } else {
                 // A reader that goes away (`watch | head`) ends the command instead of crashing it.
                 for await event in updates {

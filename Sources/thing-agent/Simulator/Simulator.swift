@@ -218,15 +218,15 @@ final class Simulator: Sendable {
     }
 
     static func mqtt(_ configuration: AgentConfiguration, clientID: String, will: MQTTWill?) -> MQTTConfiguration {
-        var mqtt = MQTTConfiguration(url: configuration.broker, clientID: clientID)
-        mqtt.username = configuration.username
-        mqtt.password = configuration.password
-        if configuration.caFile != nil || configuration.certFile != nil || configuration.keyFile != nil
-            || !configuration.verifyHostname {
-            mqtt.tls = MQTTTLS(caFile: configuration.caFile, certFile: configuration.certFile,
-                               keyFile: configuration.keyFile, verifyHostname: configuration.verifyHostname)
+        var mqtt = MQTTConfiguration(url: configuration.mqtt.broker, clientID: clientID)
+        mqtt.username = configuration.mqtt.username
+        mqtt.password = configuration.mqtt.password
+        if configuration.mqtt.caFile != nil || configuration.mqtt.certFile != nil || configuration.mqtt.keyFile != nil
+            || !configuration.mqtt.verifyHostname {
+            mqtt.tls = MQTTTLS(caFile: configuration.mqtt.caFile, certFile: configuration.mqtt.certFile,
+                               keyFile: configuration.mqtt.keyFile, verifyHostname: configuration.mqtt.verifyHostname)
         }
-        mqtt.keepAlive = Int(configuration.keepAlive)
+        mqtt.keepAlive = Int(configuration.mqtt.keepAlive)
         mqtt.will = will
         return mqtt
     }

@@ -19,10 +19,10 @@ guard arguments.count == 3 || arguments.count == 4, let seconds = Int(arguments.
 }
 var configuration = AgentConfiguration()
 try configuration.apply(environment: ProcessInfo.processInfo.environment)
-configuration.database = arguments[1]
-configuration.clientID = "fleet-dashboard"
-configuration.serveAPI = false          // a dashboard answers nobody's requests
-configuration.publishEvents = false     // and publishes no event feed of its own
+configuration.cache.database = arguments[1]
+configuration.mqtt.clientID = "fleet-dashboard"
+configuration.api.enabled = false          // a dashboard answers nobody's requests
+configuration.events.publish = false     // and publishes no event feed of its own
 configuration.metricsAddress = nil      // the service has metrics of its own
 let logger = AgentLogger(label: "thing-agent", level: .info, handler: DashboardLogHandler())
 let agent = try Agent(configuration: configuration, logger: logger)   // opens and loads the cache: reads work now

@@ -63,6 +63,28 @@ struct RequestTrackerTests {
         #expect(RequestError.tooManyInFlight(limit: 3).description.contains("limit 3"))
     }
 
+    /// An owner (an API client) holds at most its share; the others, and requests with no owner, go on; an ended
+    /// request gives its place back.
+    @Test func anOwnerHoldsAtMostItsShare() async throws {
+        let tracker = RequestTracker(limit: 4, ownerLimit: 2)
+        let first = try RequestOwner.$current.withValue("greedy") {
+            let first = try tracker.register(deviceId: "d", kind: .setProperties)
+            _ = try tracker.register(deviceId: "d", kind: .setProperties)
+            #expect(throws: RequestError.tooManyInFlight(limit: 2)) {
+                try tracker.register(deviceId: "d", kind: .setProperties)
+            }
+            return first
+        }
+        #expect(tracker.inFlight(owner: "greedy") == 2)
+        _ = try RequestOwner.$current.withValue("other") { try tracker.register(deviceId: "d", kind: .setProperties) }
+        _ = try tracker.register(deviceId: "d", kind: .setProperties)
+        #expect(throws: RequestError.tooManyInFlight(limit: 4)) { try tracker.register(deviceId: "d", kind: .setProperties) }
+        tracker.fail(first, .notSent(reason: "gone"))
+        _ = await tracker.wait(for: first, timeout: .seconds(5))
+        #expect(tracker.inFlight(owner: "greedy") == 1)
+        #expect(tracker.inFlight == 3)
+    }
+
     @Test func msgIdsAreUniqueAndWithinTheProtocolLength() throws {
         let tracker = RequestTracker(limit: 10_000)
         let ids = try (1...10_000).map { _ in try tracker.register(deviceId: "d", kind: .setProperties) }

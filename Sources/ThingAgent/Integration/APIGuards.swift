@@ -33,19 +33,25 @@ final class APIRateLimiter: Sendable {
         self.maxClients = maxClients
     }
 
-    /// Takes one token from `client`'s bucket; false when it is empty.
-    func allow(_ client: String, now: ContinuousClock.Instant) -> Bool {
-        guard rate > 0 else { return true }
+    /// Takes one token from `client`'s bucket: nil when it had one, else the seconds until it has one again
+    /// (the answer's `retryAfter`).
+    func take(_ client: String, now: ContinuousClock.Instant) -> Double? {
+        guard rate > 0 else { return nil }
         return buckets.withLock { buckets in
             var bucket = buckets[client] ?? Bucket(tokens: capacity, refilled: now)
             bucket.tokens = min(capacity, bucket.tokens + (now - bucket.refilled).seconds * rate)
             bucket.refilled = now
-            let allowed = bucket.tokens >= 1
-            if allowed { bucket.tokens -= 1 }
+            let wait: Double? = bucket.tokens >= 1 ? nil : (1 - bucket.tokens) / rate
+            if wait == nil { bucket.tokens -= 1 }
             if buckets[client] == nil, buckets.count >= maxClients { forgetIdle(&buckets, now: now) }
             buckets[client] = bucket
-            return allowed
+            return wait
         }
+    }
+
+    /// Whether `client`'s bucket had a token (and takes it).
+    func allow(_ client: String, now: ContinuousClock.Instant) -> Bool {
+        take(client, now: now) == nil
     }
 
     private func forgetIdle(_ buckets: inout [String: Bucket], now: ContinuousClock.Instant) {

@@ -6,7 +6,7 @@ import ThingAgentCore
 /// 502 with the request's error (`RequestError.json`) beside the message as `error`.
 extension Agent {
     func apiDeviceRequest(_ method: String, _ request: JSONObject, device id: String) async throws -> JSONValue {
-        let timeout = try Self.timeout(request["timeout"])
+        let timeout = try apiTimeout(request["timeout"])
         switch method {
         case "fetch":
             _ = try await Self.requesting { () async throws(RequestError) in try await fetchInfo(id, timeout: timeout) }
@@ -72,7 +72,7 @@ extension Agent {
             }
         }
         let composer = DeviceDetailComposer(agent: self, config: layout,
-                                            networkTimeout: try Self.timeout(request["timeout"]))
+                                            networkTimeout: try apiTimeout(request["timeout"]))
         return .object(await composer.compose(id).json)
     }
 }

@@ -59,11 +59,14 @@ struct APIError: Error {
     let message: String
     /// A device request's error (`RequestError.json`), answered beside `message` as `error`.
     var error: JSONObject?
+    /// For a 429: the seconds until the budget has room again, answered as `retryAfter`.
+    var retryAfter: Double?
 
-    init(_ code: Int, _ message: String, error: JSONObject? = nil) {
+    init(_ code: Int, _ message: String, error: JSONObject? = nil, retryAfter: Double? = nil) {
         self.code = code
         self.message = message
         self.error = error
+        self.retryAfter = retryAfter
     }
 }
 
@@ -127,7 +130,7 @@ struct AgentAPI: Sendable {
             guard let data = call.request["data"]?.objectValue, !data.isEmpty else {
                 throw APIError(400, "'data' must be a non-empty object of property codes and values")
             }
-            let timeout = try Agent.timeout(call.request["timeout"])
+            let timeout = try call.agent.apiTimeout(call.request["timeout"])
             var values: [String: JSONValue] = [:]
             for (code, value) in data { values[code] = value }
             let outcome = await call.agent.sendPropertySet(deviceId: id, values, timeout: timeout,
@@ -174,13 +177,22 @@ struct AgentAPI: Sendable {
         Method("linkList", data: { try $0.agent.listLocal("links") ?? .null }),
     ]
 
+    /// The methods that only read: those the shipped ACL's read-only role may call (deploy/mosquitto.acl). They
+    /// share one total budget, and the methods that change or ask devices another.
+    static let reads: Set<String> = ["info", "devices", "gateways", "pairings", "health", "firmware", "sceneList",
+                                     "linkList", "detail"]
+
     static let byName: [String: Method] = Dictionary(uniqueKeysWithValues: methods.map { ($0.name, $0) })
 
     let agent: Agent
     let queue: APIQueue
-    /// The per-client request budget (`apiRateLimit`) and the budget of all clients together (`apiRateLimitTotal`).
+    /// The per-client request budget (`apiRateLimit`), and the budgets of all clients together
+    /// (`apiRateLimitTotal`), one for reads and one for changes.
     let perClient: APIRateLimiter
-    let total: APIRateLimiter
+    let totalReads: APIRateLimiter
+    let totalChanges: APIRateLimiter
+    /// Recent requests and their answers, so that a copy of a request is not run again.
+    let answers = APIAnswerMemory()
     /// The rate of the API's warnings.
     let logLimiter = LogRateLimiter()
 
@@ -188,7 +200,8 @@ struct AgentAPI: Sendable {
         self.agent = agent
         self.queue = queue
         perClient = APIRateLimiter(rate: agent.configuration.api.rateLimit)
-        total = APIRateLimiter(rate: agent.configuration.api.rateLimitTotal)
+        totalReads = APIRateLimiter(rate: agent.configuration.api.rateLimitTotal)
+        totalChanges = APIRateLimiter(rate: agent.configuration.api.rateLimitTotal)
     }
 
     /// Answers requests until the queue ends or the task is cancelled.
@@ -243,24 +256,31 @@ struct AgentAPI: Sendable {
             return
         }
         var reply = JSONObject([("id", request?["id"] ?? .null), ("method", .string(method))])
+        // A request that comes again (QoS 1 redelivers after a lost PUBACK) is run once; its copies get its answer.
+        let memoryKey = request?["id"].flatMap { $0.isNull ? nil : APIAnswerMemory.key(client: requester, id: $0.serialized()) }
+        if let memoryKey {
+            switch answers.claim(memoryKey, now: ContinuousClock.now) {
+            case .run: break
+            case .running:
+                agent.ingestor.counters.countGuard(.apiRepeated)
+                return
+            case .answered(let bytes):
+                agent.ingestor.counters.countGuard(.apiRepeated)
+                await send(bytes, to: replyTo, correlationData: message.correlationData)
+                return
+            }
+        }
         do {
-            guard perClient.allow(requester, now: ContinuousClock.now) else {
-                agent.ingestor.counters.countGuard(.apiRateLimited)
-                throw APIError(429, "too many requests from '\(requester)': at most \(configuration.api.rateLimit) "
-                    + "per second; try again later")
-            }
-            // Checked after the client's own budget, so that one busy client does not spend the others' share.
-            guard total.allow("", now: ContinuousClock.now) else {
-                agent.ingestor.counters.countGuard(.apiRateLimited)
-                throw APIError(429, "too many requests in all: at most \(configuration.api.rateLimitTotal) per "
-                    + "second from all clients together; try again later")
-            }
+            try checkRate(requester, reads: Self.reads.contains(method))
             if oversized { throw APIError(400, "the request is over 256 KiB") }
             guard let request else { throw APIError(400, "the request is not a JSON object") }
             guard let handler = Self.byName[method] else {
                 throw APIError(404, "unknown method '\(method)'; methods: \(Agent.apiMethods.joined(separator: ", "))")
             }
-            let (data, extra) = try await handler.answer(Call(agent: agent, request: request))
+            // The device requests the call makes count against this client's share of the requests in flight.
+            let (data, extra) = try await RequestOwner.$current.withValue(requester) {
+                try await handler.answer(Call(agent: agent, request: request))
+            }
             reply["code"] = .integer(0)
             reply["data"] = data
             for (key, value) in extra { reply[key] = value }
@@ -270,13 +290,40 @@ struct AgentAPI: Sendable {
             reply["code"] = .integer(Int64(failure.code))
             reply["message"] = .string(failure.message)
             if let error = failure.error { reply["error"] = .object(error) }
+            if let retryAfter = failure.retryAfter {
+                reply["retryAfter"] = .double(retryAfter)
+                // Not run: sending it again (after retryAfter) runs it.
+                if let memoryKey { answers.release(memoryKey) }
+            }
             counters.requestsRejected.add(1, ordering: .relaxed)
         }
+        let bytes = JSONValue.object(reply).serializedBytes()
+        if let memoryKey, reply["retryAfter"] == nil { answers.remember(memoryKey, answer: bytes) }
+        await send(bytes, to: replyTo, correlationData: message.correlationData)
+    }
+
+    /// Takes a token from the client's budget and from the total one of its kind (reads and changes have one
+    /// each, so that a busy reader never spends an operator's share); throws 429 with `retryAfter` otherwise.
+    private func checkRate(_ requester: String, reads: Bool) throws(APIError) {
+        let configuration = agent.configuration
+        if let wait = perClient.take(requester, now: ContinuousClock.now) {
+            agent.ingestor.counters.countGuard(.apiRateLimited)
+            throw APIError(429, "too many requests from '\(requester)': at most \(configuration.api.rateLimit) "
+                + "per second; try again later", retryAfter: wait)
+        }
+        // Checked after the client's own budget, so that one busy client does not spend the others' share.
+        if let wait = (reads ? totalReads : totalChanges).take("", now: ContinuousClock.now) {
+            agent.ingestor.counters.countGuard(.apiRateLimited)
+            throw APIError(429, "too many requests in all: at most \(configuration.api.rateLimitTotal) per "
+                + "second from all clients together; try again later", retryAfter: wait)
+        }
+    }
+
+    private func send(_ answer: [UInt8], to replyTo: String, correlationData: [UInt8]?) async {
         do {
-            try await agent.client.publish(replyTo, payload: JSONValue.object(reply).serializedBytes(),
-                                           qos: .atLeastOnce, correlationData: message.correlationData)
+            try await agent.client.publish(replyTo, payload: answer, qos: .atLeastOnce, correlationData: correlationData)
         } catch {
-            logger.warning("could not send an API answer", metadata: ["topic": replyTo, "error": "\(error)"])
+            agent.logger.warning("could not send an API answer", metadata: ["topic": replyTo, "error": "\(error)"])
         }
     }
 }
@@ -308,7 +355,7 @@ extension Agent {
         guard let data = request["data"]?.objectValue, !data.isEmpty else {
             throw APIError(400, "'data' must be a non-empty object of property codes and values")
         }
-        let timeout = try Self.timeout(request["timeout"])
+        let timeout = try apiTimeout(request["timeout"])
         var values: [String: JSONValue] = [:]
         for (code, value) in data { values[code] = value }
         do {
@@ -355,5 +402,17 @@ extension Agent {
             throw APIError(400, "'timeout' must be a number of seconds above 0 and at most \(Int(InputBounds.maxSeconds))")
         }
         return .milliseconds(Int64((seconds * 1000).rounded(.up)))
+    }
+
+    /// A device request's `timeout` from the API: as `timeout(_:)`, and at most `apiMaxTimeout`, so that no
+    /// client can park requests for days and fill `maxInFlight` for good.
+    func apiTimeout(_ value: JSONValue?) throws -> Duration? {
+        let timeout = try Self.timeout(value)
+        let limit = configuration.api.maxTimeout
+        if let timeout, timeout > limit {
+            throw APIError(400, "'timeout' \(InputBounds.text(seconds: timeout.seconds)) s is over this agent's longest, "
+                           + "\(InputBounds.text(seconds: limit.seconds)) s (apiMaxTimeout)")
+        }
+        return timeout
     }
 }

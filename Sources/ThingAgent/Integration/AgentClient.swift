@@ -26,6 +26,8 @@ public final class AgentClient: Sendable {
     /// The event feeds' subscribes and unsubscribes, one at a time in the order asked, so that a follower's
     /// subscribe never lands before an unsubscribe asked earlier.
     private let subscriptions = SerialTasks()
+    /// When this client's requests refused with 429 go again, one after another.
+    private let pacer = RetryPacer()
 
     /// `daemon`: the daemon's client id (default `configuration.clientID`). `replyUser`: the first level of the
     /// reply topic under `replyPrefix`, which the shipped ACL lets each user read under its own name (default
@@ -96,9 +98,31 @@ public final class AgentClient: Sendable {
         try await answer(method, request, timeout: timeout ?? configuration.requestTimeout)["data"] ?? .null
     }
 
-    /// The whole answer (code 0) to one request.
+    /// The whole answer (code 0) to one request. A 429 (the daemon's rate limit) is not the end: the request is
+    /// sent again once the daemon's `retryAfter` has passed, paced with this client's other retries, for as long
+    /// as `timeout` allows; only then is the 429 thrown.
     private func answer(_ method: String, _ request: JSONObject, timeout: Duration) async throws(AgentClientError)
         -> JSONObject {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let answer = try await send(method, request, until: deadline, timeout: timeout)
+            let code = Int(answer["code"]?.int64Value ?? -1)
+            if code == 0 { return answer }
+            if code == 429, let retryAfter = answer["retryAfter"]?.doubleValue,
+               let slot = pacer.slot(after: retryAfter), slot < deadline {
+                do {
+                    try await Task.sleep(until: slot)
+                    continue
+                } catch {}
+            }
+            throw .refused(code: code, message: answer["message"]?.stringValue ?? "refused with code \(code)",
+                           error: RequestError(json: answer["error"]))
+        }
+    }
+
+    /// Sends one request and waits for its answer until `deadline`.
+    private func send(_ method: String, _ request: JSONObject, until deadline: ContinuousClock.Instant,
+                      timeout: Duration) async throws(AgentClientError) -> JSONObject {
         let id = "c-\(UInt64.random(in: 0...UInt64.max))"
         let answers = routes.expect(id)
         defer { routes.forget(id) }
@@ -112,16 +136,11 @@ public final class AgentClient: Sendable {
         } catch {
             throw .brokerUnavailable("\(error)")
         }
-        let answer = await withTimeout(timeout) { () async -> JSONObject? in
+        let answer = await withTimeout(max(.zero, deadline - ContinuousClock.now)) { () async -> JSONObject? in
             for await answer in answers { return answer }
             return nil
         }
         guard let answer else { throw .noAnswer(method: method, seconds: timeout.seconds) }
-        let code = Int(answer["code"]?.int64Value ?? -1)
-        guard code == 0 else {
-            throw .refused(code: code, message: answer["message"]?.stringValue ?? "refused with code \(code)",
-                           error: RequestError(json: answer["error"]))
-        }
         return answer
     }
 
@@ -456,6 +475,27 @@ private final class SerialTasks: Sendable {
             }
             last = Task { _ = await next.value }
             return next
+        }
+    }
+}
+
+/// Spaces the retries of requests the daemon refused with 429: each goes no earlier than the daemon's
+/// `retryAfter`, and no earlier than one interval after the retry before it, so that forty refused requests of one
+/// scene come back as a steady stream the daemon's budget admits, not as forty at once again.
+final class RetryPacer: Sendable {
+    private let next = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// The instant to send again after a 429 with `retryAfter` seconds; nil when `retryAfter` is not a sane
+    /// number of seconds.
+    func slot(after retryAfter: Double) -> ContinuousClock.Instant? {
+        guard retryAfter.isFinite, retryAfter >= 0, retryAfter <= 3600 else { return nil }
+        let now = ContinuousClock.now
+        // The interval between retries: what the daemon said one token takes, bounded to a sane range.
+        let interval = Duration.milliseconds(Int64(min(max(retryAfter, 0.005), 1) * 1000))
+        return next.withLock { next in
+            let slot = max(now + .milliseconds(Int64(retryAfter * 1000)), next ?? now)
+            next = slot + interval
+            return slot
         }
     }
 }

@@ -113,7 +113,7 @@ public final class Agent: Sendable {
         currentModels = CurrentModels(settings.models)
         writer = try Self.makeWriter(configuration, role: role, store: opened.store, cache: cache, hub: events,
                                      models: currentModels, logger: logger)
-        tracker = RequestTracker(limit: configuration.maxInFlight)
+        tracker = RequestTracker(limit: configuration.maxInFlight, ownerLimit: configuration.api.maxInFlightPerClient)
         integration = IntegrationCounters()
         let apiQueue = role.speaksForTheFleet && configuration.api.enabled
             ? APIQueue(clientID: configuration.mqtt.clientID, counters: integration) : nil

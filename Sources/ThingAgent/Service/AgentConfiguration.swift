@@ -110,7 +110,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     }
 
     /// The request/response API on `thing-agent/api/<clientId>/request/<method>` (keys `serveAPI`,
-    /// `replyPrefix`, `apiPageSize`, `apiRateLimit`, `apiRateLimitTotal`).
+    /// `replyPrefix`, `apiPageSize`, `apiRateLimit`, `apiRateLimitTotal`, `apiMaxTimeout`, `apiInFlightPerClient`).
     public struct API: Sendable, Equatable {
         /// Answer the API (the daemon only).
         public var enabled = true
@@ -125,6 +125,13 @@ public struct AgentConfiguration: Sendable, Equatable {
         /// request names is its own choice, so this bounds what a requester rotating made-up names can make the
         /// agent do.
         public var rateLimitTotal: Double = 200
+        /// The longest `timeout` a request may ask for; a longer one is refused (400), so that no client can park
+        /// requests for days.
+        public var maxTimeout: Duration = .seconds(300)
+        /// Device requests one client's API calls may have waiting for answers at once (a `groupSet` holds one
+        /// per member); one more fails with `tooManyInFlight` naming this limit, so that one client cannot take
+        /// all of `maxInFlight`.
+        public var maxInFlightPerClient = 2_500
 
         public init() {}
     }
@@ -266,6 +273,14 @@ public struct AgentConfiguration: Sendable, Equatable {
             guard let d = v.doubleValue, d >= 0, d <= 1_000_000 else { return false }
             c.api.rateLimitTotal = d
             return true
+        }),
+        ("apiMaxTimeout", "THING_AGENT_API_MAX_TIMEOUT", { c, v in
+            guard let d = v.doubleValue.flatMap({ InputBounds.seconds($0) }) else { return false }
+            c.api.maxTimeout = .seconds(d)
+            return true
+        }),
+        ("apiInFlightPerClient", "THING_AGENT_API_IN_FLIGHT_PER_CLIENT", { c, v in
+            setCount(&c.api.maxInFlightPerClient, v, max: 1_000_000_000)
         }),
         ("maxClockSkew", "THING_AGENT_MAX_CLOCK_SKEW", { c, v in setNumber(&c.cache.maxClockSkew, v) }),
         ("maxPropertiesPerDevice", "THING_AGENT_MAX_PROPERTIES", { c, v in

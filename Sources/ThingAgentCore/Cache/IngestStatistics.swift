@@ -36,6 +36,9 @@ public enum GuardReason: String, Sendable, CaseIterable {
     /// An API request the broker kept as a retained message (delivered at a subscribe, at every start): neither
     /// executed nor answered, so that a retained `remove` or forced `set` never runs again by itself.
     case apiRetainedRefused
+    /// An API request that came again (same client, same `id`) within the API's memory of answers: not run a
+    /// second time; its first answer is sent again, or the copy dropped while the first still runs.
+    case apiRepeated
 }
 
 /// Counters of the receive path. Every message received ends in exactly one of: applied, unchanged, for other

@@ -29,7 +29,7 @@ public enum RequestError: Error, Sendable, Equatable, CustomStringConvertible {
             "refused by the device with code \(code)\(Self.codeName(code).map { " (\($0))" } ?? "")"
                 + (message.map { ": \($0)" } ?? "")
         case .timeout(let id, let request, let seconds):
-            "no answer from \(id) to \(request) within \(Self.format(seconds)) s"
+            "no answer from \(id) to \(request) within \(InputBounds.text(seconds: seconds)) s"
         case .tooManyInFlight(let limit):
             "too many requests in flight (limit \(limit)); try again when some have ended"
         case .invalid(let reason):
@@ -48,9 +48,5 @@ public enum RequestError: Error, Sendable, Equatable, CustomStringConvertible {
         case 1006: "busy"
         default: nil
         }
-    }
-
-    private static func format(_ seconds: Double) -> String {
-        seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
     }
 }

@@ -7,6 +7,8 @@ import Synchronization
 /// acknowledged; an outcome that comes before the sender waits is kept for it.
 final package class RequestTracker: Sendable {
     package let limit: Int
+    /// The share of `limit` one owner (`RequestOwner.current`, an API client) may hold.
+    package let ownerLimit: Int
     /// How many requests that ended without an answer are remembered, so that a late answer can be told
     /// apart from one nobody ever asked for.
     static package let rememberedUnanswered = 1024
@@ -26,6 +28,7 @@ final package class RequestTracker: Sendable {
     private struct Pending {
         let deviceId: String
         let kind: RequestKind
+        let owner: String?
         var outcome: Outcome?
         var continuation: CheckedContinuation<Outcome, Never>?
     }
@@ -38,6 +41,8 @@ final package class RequestTracker: Sendable {
 
     private struct State: ~Copyable {
         var pending: [String: Pending] = [:]
+        /// Pending requests per owner; an owner with none is removed.
+        var owned: [String: Int] = [:]
         var counter: UInt64
         /// Ring of requests that ended without an answer, oldest overwritten first.
         var unanswered: [Ended] = []
@@ -46,8 +51,9 @@ final package class RequestTracker: Sendable {
 
     private let state: Mutex<State>
 
-    package init(limit: Int) {
+    package init(limit: Int, ownerLimit: Int? = nil) {
         self.limit = max(1, limit)
+        self.ownerLimit = max(1, ownerLimit ?? limit)
         // A random start keeps ids unique across restarts and between the daemon and CLI calls (which all hear
         // every answer), so an answer to another client's or an old request never matches a new one.
         state = Mutex(State(counter: UInt64.random(in: 1...(UInt64(1) << 40))))
@@ -60,17 +66,33 @@ final package class RequestTracker: Sendable {
         state.withLock { $0.pending[msgId]?.continuation != nil }
     }
 
+    /// Requests pending for `owner`.
+    package func inFlight(owner: String) -> Int { state.withLock { $0.owned[owner] ?? 0 } }
+
     /// Registers a request and returns its `msgId` (at most 10 characters, within docs/protocol.md's 32).
+    /// Made for an owner (`RequestOwner.current`), it also counts against that owner's share, `ownerLimit`.
     package func register(deviceId: String, kind: RequestKind) throws(RequestError) -> String {
-        let id: String? = state.withLock { state in
-            guard state.pending.count < limit else { return nil }
+        let owner = RequestOwner.current
+        let result: Result<String, RequestError> = state.withLock { state in
+            guard state.pending.count < limit else { return .failure(.tooManyInFlight(limit: limit)) }
+            if let owner {
+                let held = state.owned[owner] ?? 0
+                guard held < ownerLimit else { return .failure(.tooManyInFlight(limit: ownerLimit)) }
+                state.owned[owner] = held + 1
+            }
             state.counter &+= 1
             let id = "t" + String(state.counter, radix: 36)
-            state.pending[id] = Pending(deviceId: deviceId, kind: kind)
-            return id
+            state.pending[id] = Pending(deviceId: deviceId, kind: kind, owner: owner)
+            return .success(id)
         }
-        guard let id else { throw .tooManyInFlight(limit: limit) }
-        return id
+        return try result.get()
+    }
+
+    /// Removes a pending request, and its owner's count with it.
+    private static func remove(_ msgId: String, from state: inout State) {
+        guard let removed = state.pending.removeValue(forKey: msgId), let owner = removed.owner else { return }
+        let left = (state.owned[owner] ?? 1) - 1
+        state.owned[owner] = left > 0 ? left : nil
     }
 
     /// Waits for the outcome of `msgId`: its answer (whatever its code), a timeout, not sent, or cancelled.
@@ -90,7 +112,7 @@ final package class RequestTracker: Sendable {
                 let ready: Outcome? = state.withLock { state in
                     guard var pending = state.pending[msgId] else { return .failure(.cancelled) }
                     if let outcome = pending.outcome {
-                        state.pending[msgId] = nil
+                        Self.remove(msgId, from: &state)
                         return outcome
                     }
                     pending.continuation = continuation
@@ -148,7 +170,7 @@ final package class RequestTracker: Sendable {
                 state.pending[msgId] = pending
                 return (true, nil)
             }
-            state.pending[msgId] = nil
+            Self.remove(msgId, from: &state)
             return (true, (continuation, outcome))
         }
         if let (continuation, outcome) = resume { continuation.resume(returning: outcome) }
@@ -163,6 +185,13 @@ final package class RequestTracker: Sendable {
             state.nextSlot = (state.nextSlot + 1) % rememberedUnanswered
         }
     }
+}
+
+/// Who the requests made in a task are for: the API sets it to the client a call comes from, so that the tracker
+/// can bound each client's share of the requests in flight. Requests the agent makes on its own (links, rollouts
+/// it tracks, the library's callers) have none.
+package enum RequestOwner {
+    @TaskLocal package static var current: String?
 }
 
 extension RequestError {

@@ -21,4 +21,9 @@ public enum InputBounds {
     public static func seconds(_ text: String, allowZero: Bool = false) -> Double? {
         Double(text).flatMap { seconds($0, allowZero: allowZero) }
     }
+
+    /// Seconds as a message shows them: `10`, not `10.0`; `0.5` as it is.
+    public static func text(seconds: Double) -> String {
+        seconds == seconds.rounded() && abs(seconds) < 1e15 ? String(Int64(seconds)) : String(seconds)
+    }
 }

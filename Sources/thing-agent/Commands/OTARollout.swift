@@ -51,6 +51,11 @@ struct OTARollout {
                         .call("ota", request(for: device.id))
                     running[device.id] = (started["startedAt"]?.int64Value ?? 0, from, .now)
                     if !quiet { Console.out("\(device.id)  started (\((from ?? "?").terminalSafe()) → \(image.version))") }
+                } catch let refusal as DaemonAPI.Refusal where refusal.code == 429 {
+                    // The daemon's rate limit, still refusing after the client's retries: the daemon is busy, the
+                    // device did nothing wrong. Listed as not started, and no failure of the rollout.
+                    notStarted.append(Outcome(deviceId: device.id, from: from, result: "not started",
+                                              detail: "the daemon is busy: \(refusal.message)".terminalSafe()))
                 } catch let refusal as DaemonAPI.Refusal {
                     ended(Outcome(deviceId: device.id, from: from, result: refusal.isDeviceOffline ? "offline" : "refused",
                                   detail: refusal.message.terminalSafe()))

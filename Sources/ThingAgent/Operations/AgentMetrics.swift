@@ -71,11 +71,12 @@ extension Agent {
         out.family("thing_agent_link_total", .counter,
                    "What the multi-control links did: propagations, sets sent and failed, members skipped (offline, "
                        + "out of range), echoes of their own sets, sets superseded by a newer value, accepted sets "
-                       + "never reported back.")
+                       + "never reported back, value fights that paused a link, changes not propagated while paused.")
         for (what, count) in [("propagations", links.propagations), ("sets_sent", links.setsSent),
                               ("sets_failed", links.setsFailed), ("skipped_offline", links.skippedOffline),
                               ("out_of_range", links.outOfRange), ("echoes", links.echoes),
-                              ("superseded", links.superseded), ("expired", links.expired)] {
+                              ("superseded", links.superseded), ("expired", links.expired),
+                              ("fights", links.fights), ("paused", links.paused)] {
             out.sample("thing_agent_link_total", [("what", what)], count)
         }
         let integration = integration.snapshot

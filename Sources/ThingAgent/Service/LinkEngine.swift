@@ -20,6 +20,10 @@ public struct LinkStatistics: Sendable, Equatable {
     public var superseded = 0
     /// Accepted sets whose member never reported the value within the grace: no longer waited for.
     public var expired = 0
+    /// Value fights: a link paused because its members kept answering its sets with other values.
+    public var fights = 0
+    /// Member changes not propagated because their link was paused by a fight.
+    public var paused = 0
 }
 
 /// The daemon's multi-control links at work: hears every applied change (a `CacheWatch`), and when a member of a
@@ -39,6 +43,8 @@ final class LinkEngine: Sendable {
         var byMember: [DeviceLink.Member: [Int]] = [:]
         var members: [DeviceLink.Member: LinkMemberSets] = [:]
         var nextToken: UInt64 = 0
+        /// Each link's value fights: contradictions seen, and the pause they caused (by link name).
+        var fights: [String: LinkFight] = [:]
 
         mutating func load(_ links: [DeviceLink]) {
             self.links = links
@@ -48,6 +54,8 @@ final class LinkEngine: Sendable {
             }
             // A member still being sent to keeps its state until its sender is done.
             members = members.filter { byMember[$0.key] != nil || $0.value.sending }
+            let names = Set(links.map(\.name))
+            fights = fights.filter { names.contains($0.key) }
         }
     }
 
@@ -64,6 +72,7 @@ final class LinkEngine: Sendable {
     private let propagations = Atomic<Int>(0), setsSent = Atomic<Int>(0), setsFailed = Atomic<Int>(0)
     private let skippedOffline = Atomic<Int>(0), outOfRange = Atomic<Int>(0), echoes = Atomic<Int>(0)
     private let superseded = Atomic<Int>(0), expired = Atomic<Int>(0)
+    private let fights = Atomic<Int>(0), paused = Atomic<Int>(0)
     private let sender = Mutex(Sender())
     /// Members with a set to send, in the order they got one; `run` sends them.
     private let ready: AsyncStream<DeviceLink.Member>
@@ -92,7 +101,8 @@ final class LinkEngine: Sendable {
                        setsFailed: setsFailed.load(ordering: .relaxed),
                        skippedOffline: skippedOffline.load(ordering: .relaxed),
                        outOfRange: outOfRange.load(ordering: .relaxed), echoes: echoes.load(ordering: .relaxed),
-                       superseded: superseded.load(ordering: .relaxed), expired: expired.load(ordering: .relaxed))
+                       superseded: superseded.load(ordering: .relaxed), expired: expired.load(ordering: .relaxed),
+                       fights: fights.load(ordering: .relaxed), paused: paused.load(ordering: .relaxed))
     }
 
     /// Whether the links expect nothing more of `member`: no set waiting, in flight, or accepted and not yet
@@ -196,6 +206,8 @@ final class LinkEngine: Sendable {
     private struct Plan {
         var propagations: [LinkPropagation] = []
         var ready: [DeviceLink.Member] = []
+        /// Links this change paused: their members fight over the value.
+        var paused: [String] = []
     }
 
     private func propagate(_ source: DeviceLink.Member, _ value: JSONValue, isChange: Bool, _ agent: Agent) {
@@ -205,7 +217,20 @@ final class LinkEngine: Sendable {
             guard let indices = state.byMember[source] else { return plan }
             var own = state.members[source] ?? LinkMemberSets()
             expired.add(own.expire(now: now), ordering: .relaxed)
+            let outstanding = !own.sent.isEmpty
             let echo = own.takeEcho(value)
+            // A member that answers the link's set with another value of its own contradicts it: a few of those
+            // in a row are a fight (two members that each turn a set into another value would otherwise chase
+            // each other for good), and the link pauses.
+            if isChange, !echo, outstanding {
+                for index in indices {
+                    let name = state.links[index].name
+                    if state.fights[name, default: LinkFight()].contradicted(now: now) {
+                        fights.add(1, ordering: .relaxed)
+                        plan.paused.append(name)
+                    }
+                }
+            }
             if isChange, !echo, own.waiting != nil {
                 // The member's own newer change wins over the value that was still to be sent to it.
                 own.waiting = nil
@@ -217,6 +242,10 @@ final class LinkEngine: Sendable {
             var handled: Set<DeviceLink.Member> = [source]
             for index in indices {
                 let link = state.links[index]
+                if state.fights[link.name]?.isPaused(now: now) == true {
+                    paused.add(1, ordering: .relaxed)
+                    continue
+                }
                 var propagation = LinkPropagation(link: link.name, source: source.description, code: source.code,
                                                   value: value)
                 for member in link.members where handled.insert(member).inserted {
@@ -254,6 +283,12 @@ final class LinkEngine: Sendable {
                 }
             }
             return plan
+        }
+        for name in plan.paused {
+            logger.warning("link paused: its members keep answering its sets with other values", metadata: [
+                "link": name, "member": source.description, "value": value.serialized(),
+                "seconds": "\(Int(LinkFight.pause.seconds))",
+            ])
         }
         for propagation in plan.propagations {
             logger.debug("link propagated a change", metadata: [

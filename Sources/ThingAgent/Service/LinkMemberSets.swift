@@ -53,6 +53,33 @@ struct LinkMemberSets {
     }
 }
 
+/// One link's value fights (`LinkEngine`): a member that reports another value while a set of the link is still
+/// expected back contradicts the link. `strikes` contradictions within `window` are a fight: the link pauses for
+/// `pause` (member changes are not propagated), then works again; a fight that starts again pauses it again.
+struct LinkFight {
+    static let strikes = 3
+    static let window: Duration = .seconds(10)
+    static let pause: Duration = .seconds(60)
+
+    private var contradictions: [ContinuousClock.Instant] = []
+    private var pausedUntil: ContinuousClock.Instant?
+
+    func isPaused(now: ContinuousClock.Instant) -> Bool {
+        pausedUntil.map { now < $0 } ?? false
+    }
+
+    /// Counts a contradiction; true when it makes a fight (the link pauses from now on).
+    mutating func contradicted(now: ContinuousClock.Instant) -> Bool {
+        guard !isPaused(now: now) else { return false }
+        contradictions.removeAll { now - $0 >= Self.window }
+        contradictions.append(now)
+        guard contradictions.count >= Self.strikes else { return false }
+        contradictions = []
+        pausedUntil = now + Self.pause
+        return true
+    }
+}
+
 extension JSONValue {
     /// Equal as a link sees values: numbers by their value (a device reporting `20.0` has the value 20), everything
     /// else as `==`.

@@ -6,7 +6,12 @@ import Glibc
 
 /// A small read-only HTTP server over libmicrohttpd: GET on a few paths, each answered by a handler. One internal
 /// thread of libmicrohttpd's polls every connection (a slow client holds up nobody), at most `connectionLimit`
-/// connections, each closed after `connectionTimeout` seconds idle. Request bodies are not read.
+/// connections and `connectionsPerClient` from one address, each closed after `connectionTimeout` seconds idle and
+/// after `timeLimit` in all. Request bodies are not read.
+///
+/// The last two are what keeps a scrape answered while slow clients hang on: libmicrohttpd's idle timeout starts
+/// again at every byte, so a client that sends one header line every few seconds would hold its connection for
+/// good, and 32 of them every connection there is.
 ///
 /// A module of its own so that libmicrohttpd's C headers (which pull in the system's socket headers) are imported
 /// by this module alone, not by every file of the agent.
@@ -25,7 +30,8 @@ public final class HTTPServer: Sendable {
 
     public typealias Handler = @Sendable () -> Response
 
-    static let connectionLimit: UInt32 = 32
+    public static let connectionLimit: UInt32 = 32
+    public static let connectionsPerClient: UInt32 = 8
     static let connectionTimeout: UInt32 = 10
 
     /// `host:port` as given (for messages).
@@ -33,15 +39,19 @@ public final class HTTPServer: Sendable {
     private let routes: [String: Handler]
     private let daemon: DaemonHandle
     private let library: MicroHTTPD
+    private let clock: ConnectionClock
 
     /// Binds `host` (an address or a name) and `port` and starts serving; throws with the reason when they cannot
     /// be used. `address` is how to name them in messages.
-    public init(host: String, port: Int, address: String, routes: [String: Handler]) throws {
+    /// `timeLimit`: the longest a connection may last, request and answer together (10 s by default).
+    public init(host: String, port: Int, address: String, routes: [String: Handler],
+                timeLimit: Duration = .seconds(10)) throws {
         self.address = address
         self.routes = routes
         daemon = DaemonHandle()
         let library = try MicroHTTPD.shared.get()
         self.library = library
+        clock = ConnectionClock(limit: timeLimit, library: library)
         let context = Unmanaged.passUnretained(self).toOpaque()
         guard var socketAddress = SocketAddress(host: host, port: port) else {
             throw HTTPServerError(message: "cannot resolve the metrics address \(address)")
@@ -51,12 +61,14 @@ public final class HTTPServer: Sendable {
         let started = socketAddress.withPointer { pointer in
             thing_agent_start_daemon(library.startDaemon, flags, UInt16(port), HTTPServer.handle, context,
                                      pointer.assumingMemoryBound(to: sockaddr.self), Self.connectionLimit,
-                                     Self.connectionTimeout)
+                                     Self.connectionsPerClient, Self.connectionTimeout, ConnectionClock.notify,
+                                     Unmanaged.passUnretained(clock).toOpaque())
         }
         guard let started else {
             throw HTTPServerError(message: "cannot listen on \(address): \(String(cString: strerror(errno)))")
         }
         daemon.pointer = started
+        clock.start()
     }
 
     /// MHD_RESPMEM_MUST_COPY (the third mode; Swift imports the closed enum without its C case names here).
@@ -65,6 +77,7 @@ public final class HTTPServer: Sendable {
     /// Stops listening and waits for the server thread; idempotent.
     public func stop() {
         guard let pointer = daemon.take() else { return }
+        clock.stop()
         library.stopDaemon(pointer)
     }
 

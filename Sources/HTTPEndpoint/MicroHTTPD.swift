@@ -20,6 +20,8 @@ struct MicroHTTPD: @unchecked Sendable {
 
     /// MHD_start_daemon, variadic: called through `thing_agent_start_daemon` (shim.h).
     let startDaemon: UnsafeMutableRawPointer
+    /// MHD_get_connection_info, variadic: called through `thing_agent_connection_fd` (shim.h).
+    let connectionInfo: UnsafeMutableRawPointer
     let stopDaemon: StopDaemon
     let createResponse: CreateResponse
     let destroyResponse: DestroyResponse
@@ -50,6 +52,7 @@ struct MicroHTTPD: @unchecked Sendable {
         do throws(HTTPServerError) {
             return .success(MicroHTTPD(
                 startDaemon: try symbol("MHD_start_daemon", as: UnsafeMutableRawPointer.self),
+                connectionInfo: try symbol("MHD_get_connection_info", as: UnsafeMutableRawPointer.self),
                 stopDaemon: try symbol("MHD_stop_daemon", as: StopDaemon.self),
                 createResponse: try symbol("MHD_create_response_from_buffer", as: CreateResponse.self),
                 destroyResponse: try symbol("MHD_destroy_response", as: DestroyResponse.self),

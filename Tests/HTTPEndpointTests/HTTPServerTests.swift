@@ -150,6 +150,45 @@ struct HTTPServerTests {
         }
     }
 
+    /// Slow clients (one header line now and then, which restarts libmicrohttpd's idle timeout every time) from one
+    /// address take at most `connectionsPerClient` connections, so a scrape from another is answered; and each
+    /// connection ends after the server's time limit however busy the client keeps it.
+    @Test func slowClientsHangOnWhileAScrapeIsAnsweredAndEachIsCutAtTheTimeLimit() throws {
+        let port = try freeLoopbackPort()
+        defer { releaseLoopbackPort(port) }
+        let server = try HTTPServer(host: "127.0.0.1", port: port, address: "127.0.0.1:\(port)",
+                                    routes: ["/metrics": Self.answer("m")], timeLimit: .seconds(2))
+        defer { server.stop() }
+        var slow: [Int32] = []
+        defer { slow.forEach { close($0) } }
+        for _ in 0..<Int(HTTPServer.connectionLimit) {
+            let fd = try connectTCP(port: port, source: "127.0.0.2")
+            slow.append(fd)
+            let line = Array("GET /metrics HTTP/1.1\r\n".utf8)
+            _ = send(fd, line, line.count, Int32(MSG_NOSIGNAL))
+        }
+        #expect(try httpResponse(port: port, path: "/metrics").text == "m", "a scrape from another address")
+
+        // One slow client that keeps sending: cut by the time limit, not by the idle timeout (10 s).
+        let started = ContinuousClock.now
+        let trickle = try connectTCP(port: port)
+        defer { close(trickle) }
+        let request = Array("GET /metrics HTTP/1.1\r\n".utf8)
+        #expect(send(trickle, request, request.count, Int32(MSG_NOSIGNAL)) == request.count)
+        var cut = false
+        while !cut, ContinuousClock.now - started < .seconds(8) {
+            let header = Array("X-Slow: 1\r\n".utf8)
+            if send(trickle, header, header.count, Int32(MSG_NOSIGNAL)) < 0 { cut = true }
+            var descriptor = pollfd(fd: trickle, events: Int16(POLLIN), revents: 0)
+            if poll(&descriptor, 1, 300) > 0 {
+                var byte: UInt8 = 0
+                cut = recv(trickle, &byte, 1, Int32(MSG_DONTWAIT)) <= 0
+            }
+        }
+        #expect(cut, "a connection that keeps sending is still cut at the time limit")
+        #expect(ContinuousClock.now - started >= .seconds(2), "not before it")
+    }
+
     @Test func stopClosesThePortAndFreesItForTheNextServer() throws {
         let port = try freeLoopbackPort()
         defer { releaseLoopbackPort(port) }

@@ -57,7 +57,9 @@ public func httpResponse(host: String = "127.0.0.1", port: Int, path: String, me
 }
 
 /// A TCP connection to `host` (numeric IPv4 or IPv6) and `port`, with a 10 s receive timeout; the caller closes it.
-public func connectTCP(host: String = "127.0.0.1", port: Int) throws -> Int32 {
+/// `source`: the local IPv4 address to connect from (another loopback address such as 127.0.0.2 is another client
+/// to the server).
+public func connectTCP(host: String = "127.0.0.1", port: Int, source: String? = nil) throws -> Int32 {
     var hints = addrinfo()
     hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
     hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
@@ -70,6 +72,22 @@ public func connectTCP(host: String = "127.0.0.1", port: Int) throws -> Int32 {
     guard fd >= 0 else { throw TestSupportError("socket failed") }
     var limit = timeval(tv_sec: 10, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+    if let source {
+        var local = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        guard inet_pton(AF_INET, source, &local.sin_addr) == 1 else {
+            close(fd)
+            throw TestSupportError("not a numeric IPv4 address: \(source)")
+        }
+        let bound = withUnsafePointer(to: &local) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw TestSupportError("cannot bind \(source): \(reason)")
+        }
+    }
     guard Glibc.connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 else {
         let reason = String(cString: strerror(errno))
         close(fd)

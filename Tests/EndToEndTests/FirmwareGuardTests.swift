@@ -79,6 +79,31 @@ struct FirmwareGuardTests {
         }
     }
 
+    /// A device that never answers the upgrade's start: the daemon answers after its request timeout, and the
+    /// command waits for that answer (with some slack) and names the device, instead of giving up at the same
+    /// moment and blaming the daemon.
+    @Test(.timeLimit(.minutes(2)))
+    func anUpgradeASilentDeviceNeverAcceptsNamesTheDeviceNotTheDaemon() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: ["THING_AGENT_REQUEST_TIMEOUT": "2"])
+            try await harness.startDaemon()
+            let device = try SimulatedDevice("mute1", brokerURL: broker.url)
+            try await device.connect()
+            try await device.status(true, time: t0)
+            let silent = try await device.answer("ota/start") { _ in nil }
+            _ = try await harness.waitForInfo("mute1") { $0["online"] == true }
+            let ota = try await runCommand(thingAgentExecutable(), [
+                "ota", "mute1", "--version", "2.0.0", "--url", "https://fw.example/2", "--sha256", FirmwareTests.hash,
+                "--broker", broker.url, "--db", harness.database,
+            ], environment: ["THING_AGENT_REQUEST_TIMEOUT": "2"])
+            #expect(ota.status == 5, "\(ota.stdout) \(ota.stderr)")
+            #expect(ota.stderr.contains("mute1"), "\(ota.stderr)")
+            #expect(!ota.stderr.contains("did not answer"), "the daemon did answer: \(ota.stderr)")
+            silent.cancel()
+            await device.disconnect()
+        }
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func overLongURLsAndVersionsAreRefusedAndNothingIsSent() async throws {
         try await withBroker { broker in

@@ -85,7 +85,7 @@ extension Agent {
     @discardableResult
     public func removeDevice(_ deviceId: String) async throws -> DeviceRemoval {
         guard DeviceID.isValid(deviceId) else { throw EditError.invalid("'\(deviceId)' is not a device id") }
-        guard cache.device(deviceId) != nil else { throw EditError.unknownDevice(deviceId) }
+        guard let removed = cache.device(deviceId) else { throw EditError.unknownDevice(deviceId) }
         guard client.state == .connected else {
             throw RequestError.notSent(reason: "not connected to the broker; nothing was removed")
         }
@@ -111,6 +111,11 @@ extension Agent {
             removal.brokerCredentials = .deleted
         } else if let standInAccess {
             removal.brokerCredentials = await standInAccess.removeAsStandIn()
+        }
+        // A sub-device never had credentials of its own (its gateway's role reached its topics): say that, not
+        // that they were deleted.
+        if removal.brokerCredentials == .deleted, let gateway = removed.info.gatewayId {
+            removal.brokerCredentials = .noneOfItsOwn(gateway: gateway)
         }
         return removal
     }

@@ -18,6 +18,9 @@ public struct DeviceRemoval: Sendable, Equatable {
 
     public enum BrokerCredentials: Sendable, Equatable {
         case deleted
+        /// A sub-device has no broker credentials of its own: it speaks through its gateway, whose role no longer
+        /// reaches its topics.
+        case noneOfItsOwn(gateway: String)
         /// This process could not administer the broker (why): the daemon's next start deletes them.
         case leftForTheDaemon(String)
     }
@@ -41,6 +44,9 @@ public struct DeviceRemoval: Sendable, Equatable {
         ])
         switch brokerCredentials {
         case .deleted?: object["brokerCredentials"] = "deleted"
+        case .noneOfItsOwn(let gateway)?:
+            object["brokerCredentials"] = "none"
+            object["gatewayId"] = .string(gateway)
         case .leftForTheDaemon(let why)?:
             object["brokerCredentials"] = "leftForTheDaemon"
             object["brokerCredentialsNote"] = .string(why)
@@ -60,6 +66,7 @@ public struct DeviceRemoval: Sendable, Equatable {
         deletedLinks = strings("deletedLinks")
         switch json["brokerCredentials"]?.stringValue {
         case "deleted": brokerCredentials = .deleted
+        case "none": brokerCredentials = .noneOfItsOwn(gateway: json["gatewayId"]?.stringValue ?? "")
         case "leftForTheDaemon": brokerCredentials = .leftForTheDaemon(json["brokerCredentialsNote"]?.stringValue ?? "")
         default: brokerCredentials = nil
         }
@@ -83,6 +90,8 @@ public struct DeviceRemoval: Sendable, Equatable {
     public var credentialsSummary: String? {
         switch brokerCredentials {
         case .deleted?: "its broker credentials were deleted (it can no longer connect)"
+        case .noneOfItsOwn(let gateway)?:
+            "a sub-device has no broker credentials of its own; its gateway \(gateway) no longer reaches its topics"
         case .leftForTheDaemon(let why)?:
             "its broker credentials are deleted at the daemon's next start (this command could not: \(why))"
         case nil: nil

@@ -35,6 +35,17 @@ struct DaemonAPI {
     /// Sends `request` to `method` and returns the answer's `data`, or throws `Refusal` or a `CommandFailure`
     /// (no broker, no answer within `requestTimeout`).
     func call(_ method: String, _ request: JSONObject) async throws -> JSONValue {
+        try await call(method, request, timeout: configuration.requestTimeout)
+    }
+
+    /// A method that waits for a device (`ota` waits for the device to accept the upgrade): the daemon's own
+    /// `requestTimeout` for the device, and some slack, so that the daemon's answer naming the silent device
+    /// comes first rather than this command blaming the daemon.
+    func callWaitingForDevice(_ method: String, _ request: JSONObject) async throws -> JSONValue {
+        try await call(method, request, timeout: configuration.requestTimeout + AgentClient.answerSlack)
+    }
+
+    private func call(_ method: String, _ request: JSONObject, timeout: Duration) async throws -> JSONValue {
         let client = try client()
         do {
             try await client.connect()
@@ -45,7 +56,7 @@ struct DaemonAPI {
                 """)
         }
         do {
-            let data = try await client.call(method, request)
+            let data = try await client.call(method, request, timeout: timeout)
             await client.disconnect()
             return data
         } catch {

@@ -99,7 +99,7 @@ enum OTACommand: Command {
         let reports = await UpgradeReports.listen(configuration, device: deviceId, version: image.version)
         let started: JSONValue
         do {
-            started = try await DaemonAPI(configuration: configuration, daemon: daemon).call("ota", request)
+            started = try await DaemonAPI(configuration: configuration, daemon: daemon).callWaitingForDevice("ota", request)
         } catch let refusal as DaemonAPI.Refusal {
             await reports?.stop()
             throw CommandFailure(code: exitCode(forAPI: refusal), message: refusal.message)

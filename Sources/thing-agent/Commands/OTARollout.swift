@@ -48,7 +48,7 @@ struct OTARollout {
                 let from = device.info.firmwareVersion
                 do {
                     let started = try await DaemonAPI(configuration: configuration, daemon: daemon)
-                        .call("ota", request(for: device.id))
+                        .callWaitingForDevice("ota", request(for: device.id))
                     running[device.id] = (started["startedAt"]?.int64Value ?? 0, from, .now)
                     if !quiet { Console.out("\(device.id)  started (\((from ?? "?").terminalSafe()) → \(image.version))") }
                 } catch let refusal as DaemonAPI.Refusal where refusal.code == 429 {

@@ -177,10 +177,9 @@ struct AgentAPI: Sendable {
         Method("linkList", data: { try $0.agent.listLocal("links") ?? .null }),
     ]
 
-    /// The methods that only read: those the shipped ACL's read-only role may call (deploy/mosquitto.acl). They
-    /// share one total budget, and the methods that change or ask devices another.
-    static let reads: Set<String> = ["info", "devices", "gateways", "pairings", "health", "firmware", "sceneList",
-                                     "linkList", "detail"]
+    /// The methods that only read: those a read-only service may call (`AccessPolicy.readMethods`, as the shipped
+    /// ACL), and `detail`. They share one total budget, and the methods that change or ask devices another.
+    static let reads = Set(AccessPolicy.readMethods + ["detail"])
 
     static let byName: [String: Method] = Dictionary(uniqueKeysWithValues: methods.map { ($0.name, $0) })
 

@@ -52,16 +52,10 @@ struct AccessPolicy: Sendable {
 
     /// What a device publishes (reports, answers) and reads (the requests addressed to it), for its id alone.
     func deviceTopics(_ device: String) -> Set<RoleACL> {
-        var acls: Set<RoleACL> = [
-            .send(topics.properties(device)), .send(topics.status(device)), .send(topics.signal(device)),
-            .send(topics.info(device)), .send(topics.transferStatus(device)), .send(topics.otaProgress(device)),
-            .subscribe(topics.unbind(device)),
-        ]
-        for kind in RequestKind.allCases {
-            acls.insert(.send(topics.response(kind, device: device)))
-            acls.insert(.subscribe(topics.request(kind, device: device)))
-        }
-        return acls
+        Set(NativeTopics.all.map { topic in
+            let name = topics.topic(topic, device: device)
+            return topic.publisher == .device ? .send(name) : .subscribe(name)
+        })
     }
 
     /// A pairing's two topics: the request its holder publishes, the answer it reads.
@@ -79,11 +73,9 @@ struct AccessPolicy: Sendable {
 
     /// Requests, removals and the clearing of retained topics, which the agent and the operators' CLI send.
     private var requestTopics: Set<RoleACL> {
-        var acls: Set<RoleACL> = [
-            .send("\(root)/+/thing/status"), .send("\(root)/+/thing/info"), .send("\(root)/+/thing/unbind"),
-        ]
-        for kind in RequestKind.allCases { acls.insert(.send("\(root)/+/thing/\(kind.rawValue)")) }
-        return acls
+        // Every topic the agent publishes to devices, and status and info, whose retained messages a removal clears.
+        let published = NativeTopics.all.filter { $0.publisher == .agent }.map(\.suffix)
+        return Set((published + ["thing/status", "thing/info"]).map { .send("\(root)/+/\($0)") })
     }
 
     /// The agent's own user: the `admin` role of `dynsec init` lets it read everything and administer the plugin;

@@ -31,18 +31,13 @@ public struct Topics: Sendable, Equatable {
         self.rootBytes = Array(root.utf8)
     }
 
-    /// The filters the agent subscribes to, with the QoS of docs/protocol.md's table.
+    /// The filters the agent subscribes to, with their QoS (`NativeTopics.all`).
     public var subscriptions: [(filter: String, qos: Int)] {
-        [
-            ("\(root)/+/thing/properties", 1),
-            ("\(root)/+/thing/status", 1),
-            ("\(root)/+/thing/signal", 0),
-            ("\(root)/+/thing/info", 1),
-            ("\(root)/+/thing/gateway/transfer/status", 1),
-            ("\(root)/+/thing/ota/progress", 1),
-            ("\(root)/+/thing/unbind", 1),
-        ] + RequestKind.allCases.map { ("\(root)/+/thing/\($0.rawValue)_response", 1) }
+        NativeTopics.all.filter(\.agentSubscribes).map { ("\(root)/+/\($0.suffix)", $0.qos) }
     }
+
+    /// The topic of `topic` for `device`: `R/D/<suffix>`.
+    public func topic(_ topic: NativeTopic, device: String) -> String { "\(root)/\(device)/\(topic.suffix)" }
 
     public func properties(_ device: String) -> String { "\(root)/\(device)/thing/properties" }
     public func status(_ device: String) -> String { "\(root)/\(device)/thing/status" }
@@ -97,16 +92,10 @@ public struct Topics: Sendable, Equatable {
         return try parsed.get()
     }
 
-    /// The suffixes after `R/D/`, as bytes, with what each carries.
-    private static let suffixes: [([UInt8], InboundKind)] = {
-        var table: [(String, InboundKind)] = [
-            ("thing/properties", .properties), ("thing/status", .status), ("thing/signal", .signal),
-            ("thing/info", .info), ("thing/gateway/transfer/status", .transferStatus),
-            ("thing/unbind", .unbind), ("thing/ota/progress", .otaProgress),
-        ]
-        table += RequestKind.allCases.map { ("thing/\($0.rawValue)_response", .response($0)) }
-        return table.map { (Array($0.0.utf8), $0.1) }
-    }()
+    /// The suffixes after `R/D/` the agent hears, as bytes, with what each carries.
+    private static let suffixes: [([UInt8], InboundKind)] = NativeTopics.all.compactMap { topic in
+        topic.kind.map { (Array(topic.suffix.utf8), $0) }
+    }
 
     private static func kind(of suffix: UnsafeBufferPointer<UInt8>) -> InboundKind? {
         for (bytes, kind) in suffixes where bytes.count == suffix.count {

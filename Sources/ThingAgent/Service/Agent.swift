@@ -49,6 +49,11 @@ public final class Agent: Sendable {
     /// `reloadable`'s models, shared with the writer and the link engine (a replacement re-checks moved link members).
     let currentModels: CurrentModels
     let topics: Topics
+    /// The wire dialects spoken (config `dialects`): what is subscribed, parsed, and how requests go out.
+    let dialects: Dialects
+    /// The answers the dialects owe devices, sent by the daemon alone (nil for the other roles, or the native
+    /// dialect alone, which owes none).
+    let replies: ReplyQueue?
     let writer: CacheWriter
     let tracker: RequestTracker
     let ingestor: Ingestor
@@ -105,6 +110,7 @@ public final class Agent: Sendable {
         let settings = try ReloadableSettings(configuration, role: role)
         reloadable = Mutex(settings)
         topics = configuration.topics
+        dialects = configuration.wire
         events = EventHub()
         let opened = try Self.openCache(configuration, role: role, logger: logger, lockCache: lockCache,
                                         shouldStop: shouldStop)
@@ -131,9 +137,12 @@ public final class Agent: Sendable {
         if apiQueue != nil || provisioning != nil {
             elsewhere = { (apiQueue?.accept($0) ?? false) || (provisioning?.accept($0) ?? false) }
         }
-        let ingestor = Ingestor(topics: topics, writer: writer, tracker: tracker, logger: logger,
+        let ingestor = Ingestor(dialects: dialects, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, limits: IngestLimits(configuration))
         self.ingestor = ingestor
+        let replies = role.speaksForTheFleet && !dialects.others.isEmpty ? ReplyQueue() : nil
+        if let replies { ingestor.onReply { replies.enqueue($0) } }
+        self.replies = replies
         let report = Self.counterReport(role: role, ingestor: ingestor)
         flusher = Self.makeFlusher(configuration, role: role, writer: writer, report: report, local: local,
                                    logger: logger)
@@ -185,7 +194,7 @@ public final class Agent: Sendable {
         try resetInterruptedActivations()
         try await provisioning?.access.prepare()
         try await client.connect()
-        let filters = topics.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
+        let filters = dialects.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
         let activations = provisioning.map { _ in [(topics.activations, QoS.atLeastOnce)] } ?? []
         try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []) + activations)
         readiness.subscribed()
@@ -251,6 +260,7 @@ public final class Agent: Sendable {
             })
         }
         if let apiQueue { parts.append(Part(name: "API") { await AgentAPI(agent: self, queue: apiQueue).run() }) }
+        if let replies { parts.append(Part(name: "dialect replies") { await replies.run(self.client) }) }
         return parts
     }
 
@@ -396,19 +406,26 @@ public final class Agent: Sendable {
             return outcome
         }
         let msgId: String
+        let outbound: OutboundMessage
         do throws(RequestError) {
             try checkReachable(deviceId, force: force)
             guard client.state == .connected else {
                 throw .notSent(reason: "not connected to the broker (waitUntilConnected waits for it)")
             }
+            guard let dialect = dialects.dialect(for: deviceId) else {
+                throw .unsupported(deviceId: deviceId, reason: "no dialect of this agent addresses it")
+            }
             msgId = try tracker.register(deviceId: deviceId, kind: kind)
+            guard let request = dialect.request(kind, device: deviceId, msgId: msgId, data: data,
+                                                time: Timestamp.now()) else {
+                tracker.fail(msgId, .unsupported(deviceId: deviceId, reason: "\(dialect.name) has no \(kind.rawValue)"))
+                return ended(msgId, await tracker.wait(for: msgId, timeout: .seconds(1)))
+            }
+            outbound = request
         } catch {
             return ended(nil, .failure(error))
         }
-        var payload = JSONObject([("msgId", .string(msgId)), ("time", .integer(Timestamp.now()))])
-        if let data { payload["data"] = data }
-        let bytes = JSONValue.object(payload).serializedBytes()
-        let topic = topics.request(kind, device: deviceId)
+        let (topic, bytes) = (outbound.topic, outbound.payload)
         // The publish runs beside the wait, as a child task: the wait's timeout also covers a publish held up by a
         // broker that stopped answering (noticed only after the keepalive). Once the wait ends the child is
         // cancelled, which gives up waiting for the PUBACK (the message may still go out).

@@ -19,6 +19,8 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     /// The first level of the device topics (`<topicRoot>/<D>/...`).
     public var topicRoot = "things"
+    /// The wire dialects the agent speaks at once, on one broker (docs/protocol.md): `native`, `alink`.
+    public var dialects = ["native"]
     /// How long a request waits for its answer.
     public var requestTimeout: Duration = .seconds(10)
     /// At most this many requests wait for answers at once; one more fails at once with `.tooManyInFlight`.
@@ -165,6 +167,9 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     public var topics: Topics { Topics(root: topicRoot) }
 
+    /// The dialects `dialects` names, on `topicRoot`.
+    package var wire: Dialects { Dialects(names: dialects, topics: topics) }
+
     /// A client id of its own for a short-lived command, made from the agent's client id, so that it never takes
     /// over the daemon's session.
     public var commandClientID: String {
@@ -205,6 +210,20 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("topicRoot", "THING_AGENT_TOPIC_ROOT", { c, v in
             guard let s = v.stringValue, !s.isEmpty, !s.contains("+"), !s.contains("#") else { return false }
             c.topicRoot = s
+            return true
+        }),
+        ("dialects", "THING_AGENT_DIALECTS", { c, v in
+            // In the file a list; in the environment and the flag comma-separated.
+            let names: [String]?
+            if let list = v.arrayValue {
+                let texts = list.compactMap(\.stringValue)
+                names = texts.count == list.count ? texts : nil
+            } else {
+                names = v.stringValue.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            }
+            guard let names, !names.isEmpty, Set(names).count == names.count,
+                  names.allSatisfy(Dialects.names.contains) else { return false }
+            c.dialects = names
             return true
         }),
         ("database", "THING_AGENT_DB", { c, v in set(&c.cache.database, v) }),

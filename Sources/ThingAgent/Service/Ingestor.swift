@@ -22,13 +22,12 @@ struct IngestLimits: Sendable {
 /// so that a QoS 1 report is on disk before the broker forgets it. Keep it short: no waiting, no per-message tasks;
 /// the one wait is deliberate, when the storage cannot keep a message (`waitWhileStorageHolds`).
 final class Ingestor: Sendable {
-    let topics: Topics
+    let dialects: Dialects
     let writer: CacheWriter
     let tracker: RequestTracker
     let counters = IngestCounters()
     let logger: AgentLogger
     private let limiter = LogRateLimiter()
-    private let decoder = PayloadDecoder()
     /// Takes messages on topics outside the device tree (the agent's API requests); true when taken.
     /// Consulted only after a topic failed to parse as a device topic, so device messages never pay for it.
     private let elsewhere: (@Sendable (MQTTMessage) -> Bool)?
@@ -38,17 +37,19 @@ final class Ingestor: Sendable {
     private let limitsLogged = Mutex<(devices: Set<String>, fleet: Bool)>(([], false))
     /// Cuts the broker connection before the PUBACK of a message that could not be kept goes out.
     private let refuse = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Sends the answers a dialect says the platform owes a device (an Alink post's reply): queued, never waited for.
+    private let reply = Mutex<(@Sendable (OutboundMessage) -> Void)?>(nil)
     /// Set when the agent stops: a message waiting for the storage is then left with the broker.
     private let stopping = Atomic<Bool>(false)
     /// While the receive path waits for the storage (uptime nanoseconds of its last round; 0 when not waiting):
     /// the network thread is then deliberately parked, not stuck, and the watchdog must go on being fed.
     private let holdHeartbeat = Atomic<UInt64>(0)
 
-    init(topics: Topics, writer: CacheWriter, tracker: RequestTracker, logger: AgentLogger,
+    init(dialects: Dialects, writer: CacheWriter, tracker: RequestTracker, logger: AgentLogger,
          elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil, limits: IngestLimits = IngestLimits()) {
         self.elsewhere = elsewhere
         self.limits = limits
-        self.topics = topics
+        self.dialects = dialects
         self.writer = writer
         self.tracker = tracker
         self.logger = logger
@@ -69,6 +70,11 @@ final class Ingestor: Sendable {
     /// How to refuse a message: cut the connection so that nothing more, its PUBACK included, reaches the broker.
     func onRefuse(_ body: @escaping @Sendable () -> Void) {
         refuse.withLock { $0 = body }
+    }
+
+    /// How to send a dialect's answers to a device (the daemon's reply queue); none: they are not sent.
+    func onReply(_ body: @escaping @Sendable (OutboundMessage) -> Void) {
+        reply.withLock { $0 = body }
     }
 
     /// The agent stops: a message waiting for the storage is left with the broker.
@@ -115,10 +121,9 @@ final class Ingestor: Sendable {
     private func process(topic: String, payload: [UInt8], arrival now: Millis, journal: Bool,
                          message original: MQTTMessage? = nil) -> Bool {
         let message = (topic: topic, payload: payload)
-        let device: String
-        let kind: InboundKind
+        let routed: (dialect: any Dialect, route: DialectRoute)
         do {
-            (device, kind) = try topics.parse(message.topic)
+            routed = try dialects.route(message.topic)
         } catch {
             if error == .notAThingTopic, let original, let elsewhere, elsewhere(original) {
                 counters.countUnchanged()
@@ -128,6 +133,7 @@ final class Ingestor: Sendable {
                  error == .invalidDeviceID ? "invalid device id" : "not a thing topic", now: now)
             return true
         }
+        let (device, kind) = (routed.route.device, routed.route.kind)
         // An empty payload clears a retained message (a removed device's status and info): nothing to apply.
         if message.payload.isEmpty {
             counters.countUnchanged()
@@ -140,7 +146,7 @@ final class Ingestor: Sendable {
         var decoded: InboundMessage
         do {
             decoded = try message.payload.withUnsafeBytes { bytes throws(PayloadError) in
-                try decoder.decode(kind, payload: bytes, arrival: now)
+                try routed.dialect.decode(routed.route, payload: bytes, arrival: now)
             }
         } catch {
             drop(.malformed, message.topic, (error as? PayloadError)?.reason ?? "\(error)", now: now)
@@ -156,6 +162,17 @@ final class Ingestor: Sendable {
             }
         }
         let raw = journal ? message : nil
+        if journal { sendReplies(routed, payload: message.payload, arrival: now) }
+        // A device that announces no status is online on the evidence of its own traffic (not journaled on its
+        // own: a replay of the message decides it again).
+        if routed.dialect.trafficMeansOnline, writer.cache.device(device)?.online != true,
+           !apply(.status(online: true, time: now), to: device, topic: message.topic, now: now, raw: nil) {
+            return false
+        }
+        if case .answeredOnly = decoded {
+            counters.countUnchanged()
+            return true
+        }
         if case .response(let response) = decoded, case .response(let request) = kind {
             return handleResponse(response, to: request, from: device, topic: message.topic, now: now, raw: raw)
         }
@@ -164,6 +181,13 @@ final class Ingestor: Sendable {
             return true
         }
         return apply(decoded, to: device, topic: message.topic, now: now, raw: raw)
+    }
+
+    /// Queues the answers the dialect owes the device for a live message (a replay has answered them already).
+    private func sendReplies(_ routed: (dialect: any Dialect, route: DialectRoute), payload: [UInt8], arrival: Millis) {
+        guard let send = reply.withLock({ $0 }) else { return }
+        let replies = payload.withUnsafeBytes { routed.dialect.replies(to: routed.route, payload: $0, arrival: arrival) }
+        for reply in replies { send(reply) }
     }
 
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,

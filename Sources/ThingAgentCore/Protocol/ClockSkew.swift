@@ -37,6 +37,8 @@ extension InboundMessage {
         case .otaProgress(var report):
             report.time = fix(report.time)
             message = .otaProgress(report)
+        case .answeredOnly:
+            return (self, false)
         }
         return (message, corrected)
     }

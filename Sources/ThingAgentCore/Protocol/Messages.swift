@@ -32,6 +32,8 @@ package enum InboundMessage: Sendable, Equatable {
     case response(Response)
     case unbind(time: Millis)
     case otaProgress(OTAProgressReport)
+    /// A message the dialect answers (`Dialect.replies`) that carries nothing for the cache (an NTP request).
+    case answeredOnly
 
     static package func == (lhs: InboundMessage, rhs: InboundMessage) -> Bool {
         switch (lhs, rhs) {
@@ -44,6 +46,7 @@ package enum InboundMessage: Sendable, Equatable {
         case let (.response(a), .response(b)): return a == b
         case let (.unbind(a), .unbind(b)): return a == b
         case let (.otaProgress(a), .otaProgress(b)): return a == b
+        case (.answeredOnly, .answeredOnly): return true
         default: return false
         }
     }

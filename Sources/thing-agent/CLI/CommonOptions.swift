@@ -8,6 +8,7 @@ enum CommonOptions {
         ("broker", "broker", "URL", "broker URL, mqtt://host:port or mqtts://host:port"),
         ("db", "database", "PATH", "the cache file"),
         ("topic-root", "topicRoot", "R", "topic root of the device tree (default things)"),
+        ("dialects", "dialects", "LIST", "wire dialects spoken, comma-separated: native, alink (default native)"),
         ("models", "modelsDirectory", "DIR", "directory of thing models (<productId>.json)"),
         ("username", "username", "NAME", "broker user name"),
         ("password", "password", "SECRET", "broker password (prefer THING_AGENT_PASSWORD)"),

@@ -1,0 +1,242 @@
+import JSON
+
+/// Alink, the MQTT protocol of Alibaba Cloud's IoT Platform, as its device SDK (Linkkit) speaks it
+/// (docs/protocol.md, "Alink"). A device is `<productKey>.<deviceName>` in the agent; its topics are
+/// `/sys/{pk}/{dn}/thing/...`, `/ota/device/.../{pk}/{dn}` and `/ext/ntp/{pk}/{dn}/...`.
+///
+/// Requests carry `{"id","version","params","method"}`; `id` is a decimal counter that restarts at "1" whenever
+/// the device restarts, so nothing is ever dropped as a repeat by it. Payloads carry no time (the arrival is used),
+/// except a property's own `{"value","time"}`. The platform owes a reply to every post (`_reply`, with `id`,
+/// `code` 200, `data` and `message`: the SDK drops one that lacks any of them) and to an NTP request.
+package struct AlinkDialect: Dialect {
+    package init() {}
+
+    package var name: String { "alink" }
+    package var trafficMeansOnline: Bool { true }
+
+    /// What each topic carries (`DialectRoute.detail`).
+    enum Topic: Int {
+        case propertyPost, eventPost, setReply, tagsUpdate, tagsDelete, otaInform, ntpRequest
+    }
+
+    package var subscriptions: [(filter: String, qos: Int)] {
+        [
+            // Property posts and every event's post (`property` is one level like an event's identifier).
+            ("/sys/+/+/thing/event/+/post", 1),
+            ("/sys/+/+/thing/service/property/set_reply", 1),
+            ("/sys/+/+/thing/deviceinfo/update", 1),
+            ("/sys/+/+/thing/deviceinfo/delete", 1),
+            ("/ota/device/inform/+/+", 1),
+            ("/ext/ntp/+/+/request", 1),
+        ]
+    }
+
+    // MARK: device ids
+
+    /// `<pk>.<dn>`: a product key has no dot, so the first dot splits them back.
+    package static func deviceID(productKey: some StringProtocol, deviceName: some StringProtocol) -> String {
+        "\(productKey).\(deviceName)"
+    }
+
+    package static func split(_ device: String) -> (productKey: Substring, deviceName: Substring)? {
+        guard let dot = device.firstIndex(of: "."), dot != device.startIndex,
+              device.index(after: dot) != device.endIndex else { return nil }
+        return (device[..<dot], device[device.index(after: dot)...])
+    }
+
+    package func addresses(_ device: String) -> Bool { Self.split(device) != nil }
+
+    // MARK: inbound
+
+    package func route(_ topic: String) throws(Topics.ParseError) -> DialectRoute? {
+        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
+        // A leading slash: the first level is empty.
+        guard levels.count >= 5, levels[0].isEmpty else { return nil }
+        let found: (pk: Substring, dn: Substring, topic: Topic)?
+        switch levels[1] {
+        case "sys" where levels.count >= 7 && levels[4] == "thing":
+            found = Self.sysTopic(levels).map { (levels[2], levels[3], $0) }
+        case "ota" where levels.count == 6 && levels[2] == "device" && levels[3] == "inform":
+            found = (levels[4], levels[5], .otaInform)
+        case "ext" where levels.count == 6 && levels[2] == "ntp" && levels[5] == "request":
+            found = (levels[3], levels[4], .ntpRequest)
+        default:
+            found = nil
+        }
+        guard let found else { return nil }
+        let device = Self.deviceID(productKey: found.pk, deviceName: found.dn)
+        guard !found.pk.contains("."), DeviceID.isValid(device) else { throw .invalidDeviceID }
+        return DialectRoute(device: device, kind: Self.kind(found.topic), detail: found.topic.rawValue)
+    }
+
+    /// `/sys/{pk}/{dn}/thing/...`, by what follows `thing/`.
+    private static func sysTopic(_ levels: [Substring]) -> Topic? {
+        switch levels[5...].joined(separator: "/") {
+        case "event/property/post": .propertyPost
+        case "service/property/set_reply": .setReply
+        case "deviceinfo/update": .tagsUpdate
+        case "deviceinfo/delete": .tagsDelete
+        case _ where levels.count == 8 && levels[5] == "event" && levels[7] == "post": .eventPost
+        default: nil
+        }
+    }
+
+    private static func kind(_ topic: Topic) -> InboundKind {
+        switch topic {
+        case .propertyPost, .eventPost: .properties
+        case .setReply: .response(.setProperties)
+        case .tagsUpdate, .tagsDelete, .otaInform: .info
+        case .ntpRequest: .status
+        }
+    }
+
+    package func decode(_ route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) throws(PayloadError)
+        -> InboundMessage {
+        guard let topic = Topic(rawValue: route.detail) else { throw PayloadError("not an Alink topic") }
+        let object = try Self.object(payload)
+        switch topic {
+        case .propertyPost:
+            guard let params = object["params"]?.objectValue else { throw PayloadError("post has no 'params' object") }
+            return .properties(try Self.properties(params, arrival: arrival))
+        case .eventPost:
+            // Events reach the agent's own messages later; the post is answered, and counted as unchanged.
+            return .answeredOnly
+        case .setReply:
+            return .response(try Self.response(object, arrival: arrival))
+        case .tagsUpdate:
+            guard let tags = object["params"]?.arrayValue else { throw PayloadError("tags update has no 'params' list") }
+            var info = JSONObject()
+            for tag in tags {
+                guard let key = tag["attrKey"]?.stringValue, let value = tag["attrValue"]?.stringValue else {
+                    throw PayloadError("a tag needs 'attrKey' and 'attrValue' strings")
+                }
+                info["tag." + key] = .string(value)
+            }
+            return .info(info, time: arrival)
+        case .tagsDelete:
+            guard let tags = object["params"]?.arrayValue else { throw PayloadError("tags delete has no 'params' list") }
+            var info = JSONObject()
+            for tag in tags {
+                guard let key = tag["attrKey"]?.stringValue else { throw PayloadError("a tag needs an 'attrKey' string") }
+                info["tag." + key] = .null
+            }
+            return .info(info, time: arrival)
+        case .otaInform:
+            guard let version = object["params"]?["version"]?.stringValue else {
+                throw PayloadError("inform needs 'params.version'")
+            }
+            return .info(JSONObject([("firmwareVersion", .string(version))]), time: arrival)
+        case .ntpRequest:
+            return .answeredOnly
+        }
+    }
+
+    package func replies(to route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) -> [OutboundMessage] {
+        guard let topic = Topic(rawValue: route.detail), let (pk, dn) = Self.split(route.device),
+              let object = try? Self.object(payload) else { return [] }
+        let base = "/sys/\(pk)/\(dn)/thing/"
+        switch topic {
+        case .propertyPost:
+            return [Self.reply(base + "event/property/post_reply", to: object, method: "thing.event.property.post")]
+        case .eventPost:
+            let event = object["method"]?.stringValue ?? "thing.event.post"
+            let identifier = event.split(separator: ".").dropFirst(2).first.map(String.init) ?? "post"
+            return [Self.reply(base + "event/\(identifier)/post_reply", to: object, method: event)]
+        case .tagsUpdate:
+            return [Self.reply(base + "deviceinfo/update_reply", to: object, method: "thing.deviceinfo.update")]
+        case .tagsDelete:
+            return [Self.reply(base + "deviceinfo/delete_reply", to: object, method: "thing.deviceinfo.delete")]
+        case .ntpRequest:
+            guard let sent = object["deviceSendTime"] else { return [] }
+            // The times as strings of milliseconds, as Alibaba's documents give them.
+            let answer = JSONObject([("deviceSendTime", sent), ("serverRecvTime", .string(String(arrival))),
+                                     ("serverSendTime", .string(String(arrival)))])
+            return [OutboundMessage(topic: "/ext/ntp/\(pk)/\(dn)/response",
+                                    payload: JSONValue.object(answer).serializedBytes(), qos: 0)]
+        case .setReply, .otaInform:
+            return []
+        }
+    }
+
+    /// `{"id","code":200,"data":{},"message":"success","version":"1.0","method"}`: every field the SDK checks.
+    private static func reply(_ topic: String, to request: JSONObject, method: String) -> OutboundMessage {
+        let answer = JSONObject([
+            ("id", request["id"] ?? .string("0")), ("code", .integer(200)), ("data", .object(JSONObject())),
+            ("message", .string("success")), ("version", .string("1.0")), ("method", .string(method)),
+        ])
+        return OutboundMessage(topic: topic, payload: JSONValue.object(answer).serializedBytes(), qos: 0)
+    }
+
+    // MARK: outbound
+
+    package func request(_ kind: RequestKind, device: String, msgId: String, data: JSONValue?, time: Millis)
+        -> OutboundMessage? {
+        guard let (pk, dn) = Self.split(device), let id = Self.wireID(msgId) else { return nil }
+        switch kind {
+        case .setProperties:
+            let payload = JSONObject([
+                ("id", .string(id)), ("version", .string("1.0")), ("params", data ?? .object(JSONObject())),
+                ("method", .string("thing.service.property.set")),
+            ])
+            return OutboundMessage(topic: "/sys/\(pk)/\(dn)/thing/service/property/set",
+                                   payload: JSONValue.object(payload).serializedBytes(), qos: 1)
+        case .getInfo, .wifiScan, .gatewayTransferStart, .otaStart:
+            return nil
+        }
+    }
+
+    /// The agent's `msgId` (`t` and a base-36 counter) as Alink's decimal `id`, and back.
+    package static func wireID(_ msgId: String) -> String? {
+        guard msgId.first == "t", let number = UInt64(msgId.dropFirst(), radix: 36) else { return nil }
+        return String(number)
+    }
+
+    package static func msgId(_ wireID: String) -> String? {
+        UInt64(wireID).map { "t" + String($0, radix: 36) }
+    }
+
+    // MARK: payload helpers
+
+    private static func object(_ payload: UnsafeRawBufferPointer) throws(PayloadError) -> JSONObject {
+        guard payload.count <= PayloadDecoder.maxPayloadBytes else { throw PayloadError("payload over 256 KiB") }
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(payload, maxDepth: PayloadDecoder.maxDepth)
+        } catch {
+            throw PayloadError("not valid JSON: \(error)")
+        }
+        guard let object = root.objectValue else { throw PayloadError("payload is not a JSON object") }
+        return object
+    }
+
+    /// Plain values at the arrival time, or `{"value","time"}` with their own.
+    private static func properties(_ params: JSONObject, arrival: Millis) throws(PayloadError)
+        -> [(code: String, value: PropertyValue)] {
+        var values: [(code: String, value: PropertyValue)] = []
+        values.reserveCapacity(params.count)
+        for (code, raw) in params {
+            guard !code.isEmpty, code.utf8.count <= PayloadDecoder.maxPropertyCodeLength else {
+                throw PayloadError("property code '\(code.prefix(80))' is empty or longer than 64 bytes")
+            }
+            if let wrapped = raw.objectValue, let value = wrapped["value"] {
+                let time = try PayloadDecoder.time(wrapped["time"], key: "\(code).time") ?? arrival
+                values.append((code, PropertyValue(value: value, time: time)))
+            } else {
+                values.append((code, PropertyValue(value: raw, time: arrival)))
+            }
+        }
+        return values
+    }
+
+    /// A reply to one of the agent's requests: code 200 is success (0 in the agent's terms).
+    private static func response(_ object: JSONObject, arrival: Millis) throws(PayloadError) -> Response {
+        guard let id = object["id"]?.stringValue, let msgId = msgId(id) else {
+            throw PayloadError("reply needs a decimal 'id' string")
+        }
+        guard let code = object["code"]?.int64Value, let small = Int(exactly: code) else {
+            throw PayloadError("reply needs an integer 'code'")
+        }
+        return Response(msgId: msgId, code: small == 200 ? 0 : small,
+                        message: object["message"]?.stringValue, data: object["data"], time: arrival)
+    }
+}

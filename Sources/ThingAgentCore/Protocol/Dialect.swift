@@ -1,0 +1,101 @@
+import JSON
+
+/// A message the agent publishes through a dialect: a request to a device, or an answer the platform owes one.
+package struct OutboundMessage: Sendable, Equatable {
+    package var topic: String
+    package var payload: [UInt8]
+    package var qos: Int
+
+    package init(topic: String, payload: [UInt8], qos: Int) {
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+    }
+}
+
+/// Where one of a dialect's topics leads: the device it is about, what it carries in the agent's own terms, and
+/// the dialect's own detail (which of its topics) for `decode`.
+package struct DialectRoute: Sendable, Equatable {
+    package var device: String
+    package var kind: InboundKind
+    package var detail: Int
+
+    package init(device: String, kind: InboundKind, detail: Int = 0) {
+        self.device = device
+        self.kind = kind
+        self.detail = detail
+    }
+}
+
+/// One wire protocol: the topics it subscribes, how an inbound message becomes one the receive path knows, how
+/// each request is encoded, and the answers the platform owes a device. Several run at once on one broker
+/// (config `dialects`); docs/protocol.md has one section per dialect.
+///
+/// Every method is pure (no I/O, no clock but the arrival passed in) and runs on the receive path, before the
+/// broker gets its PUBACK: keep them short.
+package protocol Dialect: Sendable {
+    /// Its name in config `dialects`: `native`, `alink`.
+    var name: String { get }
+    /// The filters the agent subscribes to, with their QoS.
+    var subscriptions: [(filter: String, qos: Int)] { get }
+    /// The route of `topic`: nil when the topic is not this dialect's; `.invalidDeviceID` when it is, but names a
+    /// device id outside docs/protocol.md's rule.
+    func route(_ topic: String) throws(Topics.ParseError) -> DialectRoute?
+    /// The message a payload on `route` carries.
+    func decode(_ route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) throws(PayloadError)
+        -> InboundMessage
+    /// The answers the platform owes the device for this message (empty for most dialects and messages).
+    func replies(to route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) -> [OutboundMessage]
+    /// Whether a message of this dialect is itself evidence that the device is online (its devices announce no
+    /// status of their own).
+    var trafficMeansOnline: Bool { get }
+    /// Whether requests to `device` go out in this dialect (decided by the form of its id).
+    func addresses(_ device: String) -> Bool
+    /// `kind` to `device` with `msgId`; nil when the dialect has no such request.
+    func request(_ kind: RequestKind, device: String, msgId: String, data: JSONValue?, time: Millis)
+        -> OutboundMessage?
+}
+
+/// The dialects the agent speaks. A topic is tried on the native dialect first, so that its messages pay for
+/// nothing else; a request goes out in the first other dialect that addresses the device's id, else the native one.
+package struct Dialects: Sendable {
+    package let native: NativeDialect?
+    package let others: [any Dialect]
+
+    package init(native: NativeDialect?, others: [any Dialect] = []) {
+        self.native = native
+        self.others = others
+    }
+
+    /// The names config `dialects` takes.
+    package static let names = ["native", "alink"]
+
+    /// The dialects `names` names (from `names`; others are left out), the native one on `topics`.
+    package init(names: [String], topics: Topics) {
+        native = names.contains("native") ? NativeDialect(topics: topics) : nil
+        others = names.compactMap { name -> (any Dialect)? in
+            switch name {
+            case "alink": AlinkDialect()
+            default: nil
+            }
+        }
+    }
+
+    package var all: [any Dialect] { (native.map { [$0] } ?? []) + others }
+
+    package var subscriptions: [(filter: String, qos: Int)] { all.flatMap(\.subscriptions) }
+
+    /// The dialect whose topic this is, with its route; `.notAThingTopic` when none has it.
+    package func route(_ topic: String) throws(Topics.ParseError) -> (dialect: any Dialect, route: DialectRoute) {
+        if let native, let route = try native.route(topic) { return (native, route) }
+        for dialect in others {
+            if let route = try dialect.route(topic) { return (dialect, route) }
+        }
+        throw .notAThingTopic
+    }
+
+    /// The dialect requests to `device` go out in; nil when none addresses it.
+    package func dialect(for device: String) -> (any Dialect)? {
+        others.first { $0.addresses(device) } ?? native
+    }
+}

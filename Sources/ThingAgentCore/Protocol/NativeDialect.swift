@@ -1,0 +1,45 @@
+import JSON
+
+/// The agent's own wire protocol (docs/protocol.md): `R/D/thing/...`, its topics declared in `NativeTopics.all`.
+package struct NativeDialect: Dialect {
+    package let topics: Topics
+    private let decoder = PayloadDecoder()
+
+    package init(topics: Topics) {
+        self.topics = topics
+    }
+
+    package var name: String { "native" }
+    package var subscriptions: [(filter: String, qos: Int)] { topics.subscriptions }
+    package var trafficMeansOnline: Bool { false }
+
+    package func route(_ topic: String) throws(Topics.ParseError) -> DialectRoute? {
+        do {
+            let (device, kind) = try topics.parse(topic)
+            return DialectRoute(device: device, kind: kind)
+        } catch .notAThingTopic {
+            return nil
+        }
+    }
+
+    package func decode(_ route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) throws(PayloadError)
+        -> InboundMessage {
+        try decoder.decode(route.kind, payload: payload, arrival: arrival)
+    }
+
+    package func replies(to route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) -> [OutboundMessage] {
+        []
+    }
+
+    /// Every id: `Dialects` asks the native dialect last.
+    package func addresses(_ device: String) -> Bool { true }
+
+    /// `{"msgId","time","data"}` on `R/D/thing/<request>`.
+    package func request(_ kind: RequestKind, device: String, msgId: String, data: JSONValue?, time: Millis)
+        -> OutboundMessage? {
+        var payload = JSONObject([("msgId", .string(msgId)), ("time", .integer(time))])
+        if let data { payload["data"] = data }
+        return OutboundMessage(topic: topics.request(kind, device: device),
+                               payload: JSONValue.object(payload).serializedBytes(), qos: 1)
+    }
+}

@@ -233,7 +233,8 @@ extension Agent {
             }
         }
         guard cache.device(id) == nil, id != user else { throw ActivationRefusal.bound }
-        if pairing.gatewayId == nil, try await provisioning.access.isTakenAtBroker(id) {
+        // A sub-device too: its gateway's role would gain that name's topics.
+        if try await provisioning.access.isTakenAtBroker(id) {
             throw ActivationRefusal(code: 1013, reason: "the broker has a client or role named for '\(id)' that this agent did not make")
         }
         // The device's info from the request, its space from the pairing (a pairing without one gives none: the

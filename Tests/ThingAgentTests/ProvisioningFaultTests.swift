@@ -40,4 +40,47 @@ struct ProvisioningFaultTests {
             await gateway.stop()
         }
     }
+
+    /// A sub-device's topics stay with the gateway that activated it (or took it over in a transfer the agent
+    /// started), whatever `gatewayId` an info report names: the operators' CLI and the gateway itself may publish
+    /// one. The cached info still follows the report.
+    @Test(.timeLimit(.minutes(2)))
+    func aReportedGatewayIdMovesNoBrokerGrant() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        let made = try await fleet.dynsec([
+            .createClient(username: "thing-agent-cli", password: "cli-secret", clientID: nil, roles: []),
+        ])
+        #expect(made.allSatisfy { $0.succeeded })
+        try await withProvisioningAgent(fleet.configuration) { agent in
+            let first = try await agent.pairAndActivate(fleet.broker, device: "gw1", info: Self.gatewayInfo)
+            let second = try await agent.pairAndActivate(fleet.broker, device: "gw2", info: Self.gatewayInfo)
+            let gw1 = try await DeviceConnection.connect(fleet.broker, user: first.user, password: first.password)
+            let gw2 = try await DeviceConnection.connect(fleet.broker, user: second.user, password: second.password)
+            let session = try await agent.pair(gatewayId: "gw1")
+            let answer = try await gw1.activate(pairing: session.made.pairing.username, token: session.made.token,
+                                                data: ["devId": "sub1", "category": "subdevice", "gatewayId": "gw1"])
+            #expect(answer["code"] == 0)
+
+            let cli = try await DeviceConnection.connect(fleet.broker, user: "thing-agent-cli", password: "cli-secret")
+            for (reporter, time) in [(cli, Timestamp.now()), (gw1, Timestamp.now() + 1)] {
+                let info = JSONObject([("time", .integer(time)), ("data", .object(["gatewayId": "gw2"]))])
+                try await reporter.client.publish("things/sub1/thing/info", payload: JSONValue.object(info).serializedBytes(),
+                                                  qos: .atLeastOnce)
+                try await waitUntil(timeout: .seconds(10)) { agent.cache.device("sub1")?.infoTime == time }
+                #expect(agent.cache.device("sub1")?.info.gatewayId == "gw2")
+                try await agent.provisioning?.access.sync()
+                let gw1Role = agent.provisioning?.access.acls(of: AccessPolicy.deviceRole("gw1")) ?? []
+                let gw2Role = agent.provisioning?.access.acls(of: AccessPolicy.deviceRole("gw2")) ?? []
+                #expect(gw1Role.contains(.send("things/sub1/thing/properties")))
+                #expect(!gw2Role.contains(.send("things/sub1/thing/properties")))
+            }
+            try await gw2.expectDenied("sub1", own: "gw2", agent: agent)
+            try await gw1.report("sub1", ["switch_1": true])
+            try await waitUntil(timeout: .seconds(10)) { agent.cache.device("sub1")?.properties["switch_1"]?.value == true }
+            await cli.stop()
+            await gw1.stop()
+            await gw2.stop()
+        }
+    }
 }

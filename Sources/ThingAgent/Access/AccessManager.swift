@@ -257,8 +257,11 @@ final class AccessManager: Sendable {
         let open = try store.open()
         var roles: [String: Set<RoleACL>] = [:]
         var subDevices: [String: [String]] = [:]
-        for (device, activatedBy) in provisioned where activatedBy != nil {
-            if let gateway = cache.device(device)?.info.gatewayId ?? activatedBy { subDevices[gateway, default: []].append(device) }
+        // A sub-device's topics go to the gateway that activated it, or took it over in a replacement this agent
+        // started (`PairingStore.moveSubDevices`), never to the `gatewayId` an info report names: anyone who may
+        // publish the sub-device's info (its gateway, the operators' CLI) could move them.
+        for (device, activatedBy) in provisioned {
+            if let gateway = activatedBy { subDevices[gateway, default: []].append(device) }
         }
         for (device, activatedBy) in provisioned where activatedBy == nil {
             let pairings = open.filter { $0.gatewayId == device }.map(\.username)

@@ -319,15 +319,16 @@ extension Agent {
     }
 }
 
-/// Tells the access manager of what changes who may speak for whom: a removal (the device's broker access goes),
-/// a finished transfer and a sub-device's info (its gateway may have changed). Called on the receive path: it
-/// only asks for a sync, which the access manager runs (and paces) on its own task.
+/// Tells the access manager of what changes who may speak for whom: a removal (the device's broker access goes)
+/// and a replacement this agent started that finished (the sub-devices' topics move). A sub-device's info never
+/// does: the `gatewayId` it names is anyone's word who may publish it. Called on the receive path: it only asks
+/// for a sync, which the access manager runs (and paces) on its own task.
 struct AccessWatch: CacheWatch {
     let provisioning: Provisioning
 
     func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
-        let finished = changes.transfer?.status == .finish
-        if finished || (changes.info && provisioning.access.cache.device(device)?.info.category == .subdevice) {
+        if let faulty = changes.replacedGateway {
+            try? provisioning.store.moveSubDevices(from: faulty, to: device)
             provisioning.access.needsSync()
         }
     }

@@ -197,6 +197,16 @@ public final class PairingStore: Sendable {
         }
     }
 
+    /// A replacement this agent started finished: the faulty gateway's sub-devices are the new one's now (their
+    /// topics follow in the next sync). The cache writer does the same in the transaction that records the
+    /// replacement (`ReplacementMoves`); this is for the sync that comes before that flush.
+    func moveSubDevices(from faulty: String, to gateway: String) throws {
+        try withDatabase { db in
+            try db.run("UPDATE provisioned_devices SET gateway_id = ? WHERE gateway_id = ?",
+                       [.text(gateway), .text(faulty)])
+        }
+    }
+
     /// Undoes a claim whose activation failed afterwards: the pairing is pending again (its token usable) and the
     /// device is no longer recorded as provisioned.
     func unclaim(_ username: String, device: String) throws {

@@ -83,4 +83,67 @@ struct ProvisioningFaultTests {
             await gw2.stop()
         }
     }
+
+    /// A retained activation is answered once and cleared, whether the agent got it replayed at its start or live
+    /// (a live delivery does not say the publisher retained it): the broker no longer keeps its token, and the next
+    /// start is not handed it again.
+    @Test(.timeLimit(.minutes(2)))
+    func aRetainedActivationIsClearedFromTheBrokerOnceHandled() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        let configuration = fleet.configuration
+        let tester = try await fleet.tester()
+        let (replayed, live) = ("pair-0000abcd", "pair-0000abce")
+        func retain(_ pairing: String) async throws {
+            try await tester.client.subscribe("things/\(pairing)/thing/activate_response", qos: .atLeastOnce)
+            let request = JSONObject([("msgId", "r1"), ("time", .integer(Timestamp.now())),
+                                      ("data", .object(["token": "00112233", "devId": "d9"]))])
+            try await tester.client.publish("things/\(pairing)/thing/activate",
+                                            payload: JSONValue.object(request).serializedBytes(), qos: .atLeastOnce,
+                                            retain: true)
+        }
+        @Sendable func answered(_ pairing: String) -> Bool {
+            tester.messages.contains { $0.topic == "things/\(pairing)/thing/activate_response" }
+        }
+        try await retain(replayed)
+        try await withProvisioningAgent(configuration) { agent in
+            try await retain(live)
+            try await waitUntil(timeout: .seconds(10)) { answered(replayed) && answered(live) }
+            // Refused as retained (replayed at the subscription), or as an unknown token (live).
+            #expect(agent.provisioningCounters?.refusals == [1003: 1, 1012: 1])
+            // Cleared before the answer went out.
+            #expect(try await fleet.retained(on: "things/\(replayed)/thing/activate").isEmpty)
+            #expect(try await fleet.retained(on: "things/\(live)/thing/activate").isEmpty)
+        }
+        try await withProvisioningAgent(configuration) { agent in
+            // Activations are answered in turn: one answered after the start means a replay would have been too.
+            _ = try await agent.pairAndActivate(fleet.broker, device: "d1")
+            #expect(agent.provisioningCounters?.refusals.isEmpty == true)
+        }
+        await tester.stop()
+    }
+}
+
+extension ProvisionedFleet {
+    /// The retained message the broker keeps on `topic`, if any: a new subscriber gets it before a probe published
+    /// after its subscription (the broker delivers one connection's messages in order).
+    func retained(on topic: String) async throws -> [MQTTMessage] {
+        var configuration = MQTTConfiguration(url: broker.url, clientID: "test-retained-\(UInt16.random(in: 0...UInt16.max))")
+        configuration.username = Self.agentUser
+        configuration.password = Self.agentPassword
+        let client = try MQTTClient(configuration: configuration)
+        let received = client.messages
+        try await client.connect()
+        let probe = "thing-agent/test-probe/\(UInt32.random(in: 0...UInt32.max))"
+        try await client.subscribe(topic, qos: .atLeastOnce)
+        try await client.subscribe(probe, qos: .atLeastOnce)
+        try await client.publish(probe, payload: Array("probe".utf8), qos: .atLeastOnce)
+        var kept: [MQTTMessage] = []
+        for await message in received {
+            if message.topic == probe { break }
+            if message.topic == topic { kept.append(message) }
+        }
+        await client.disconnect()
+        return kept
+    }
 }

@@ -171,14 +171,17 @@ extension Agent {
     }
 
     private func activate(_ message: MQTTMessage, _ provisioning: Provisioning) async {
-        guard let user = topics.activationUser(message.topic) else { return }
-        // A retained request is an act of the past that the broker replays at every subscribe: never honoured.
+        guard let user = topics.activationUser(message.topic), !message.payload.isEmpty else { return }
         let request = message.payload.count <= PayloadDecoder.maxPayloadBytes
             ? (try? JSONParser.parse(message.payload, maxDepth: PayloadDecoder.maxDepth))?.objectValue : nil
         let msgId = request?["msgId"]?.stringValue ?? ""
         let now = Timestamp.now()
         var answer = JSONObject([("msgId", .string(msgId)), ("time", .integer(now))])
+        // A retained copy would keep the token at the broker and be replayed at every start: cleared before the
+        // answer goes out, for every request (a live delivery does not say whether its publisher retained it).
+        try? await client.publish(message.topic, payload: [], qos: .atLeastOnce, retain: true)
         do {
+            // A retained request is an act of the past that the broker replays at every subscribe: never honoured.
             if message.retain { throw ActivationRefusal.badData("a retained activation is never honoured") }
             let (device, credentials) = try await bind(request, user: user, provisioning, now: now)
             try provisioning.store.complete(user, now: Timestamp.now())

@@ -98,9 +98,11 @@ final class Provisioning: Sendable {
         (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.queueLimit))
     }
 
-    /// Called on the receive path for topics outside the device tree: takes activation requests.
+    /// Called on the receive path for topics outside the device tree: takes activation requests. An empty one
+    /// is the clearing of a retained request (the agent's own, `Agent.activate`): taken, never answered.
     func accept(_ message: MQTTMessage) -> Bool {
         guard topics.activationUser(message.topic) != nil else { return false }
+        if message.payload.isEmpty { return true }
         if case .dropped = continuation.yield(message) {
             counters.drops.add(1, ordering: .relaxed)
             if logLimiter.shouldLog("activation-queue-full", now: Timestamp.now()) {

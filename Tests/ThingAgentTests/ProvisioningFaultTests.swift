@@ -12,6 +12,44 @@ import TestSupport
 struct ProvisioningFaultTests {
     static let gatewayInfo: JSONObject = ["category": "gateway", "productId": "p-gateway-1"]
 
+    /// A kill between the plugin making a device's role and client and the cache recording them leaves the claim in
+    /// the file (written before anything is made at the broker) and the two at the broker, unrecorded. The next
+    /// start recognises them as its own and deletes them, so the id activates again.
+    @Test(.timeLimit(.minutes(2)))
+    func aKillDuringActivationLeavesNothingThatBlocksTheDeviceId() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        let configuration = fleet.configuration
+        let made = try await withProvisioningAgent(configuration) { agent in try await agent.pair().made }
+        let user = made.pairing.username
+        do {
+            // The state the kill left: claimed in the file, made at the broker, never recorded.
+            let store = try PairingStore(path: configuration.cache.database)
+            #expect(try store.claim(user, device: "d1", gateway: nil, now: Timestamp.now()))
+            #expect(try store.grants(.client).contains("d1") == false)
+        }
+        let leftover = try await fleet.dynsec([
+            .createRole(AccessPolicy.deviceRole("d1")),
+            .createClient(username: "d1", password: "lost-with-the-answer", clientID: "d1",
+                          roles: [AccessPolicy.deviceRole("d1")]),
+        ])
+        #expect(leftover.allSatisfy { $0.succeeded }, "\(leftover)")
+
+        try await withProvisioningAgent(configuration) { agent in
+            #expect(try agent.pairings().first { $0.username == user }?.state == .pending)
+            let bootstrap = try await DeviceConnection.connect(fleet.broker, user: user, password: made.password)
+            let answer = try await bootstrap.activate(pairing: user, token: made.token, data: ["devId": "d1"])
+            await bootstrap.stop()
+            #expect(answer["code"] == 0, "\(answer)")
+            let password = try #require(answer["data"]?["password"]?.stringValue)
+            #expect(try await canConnect(fleet.broker, user: "d1", password: "lost-with-the-answer") == false)
+            let device = try await DeviceConnection.connect(fleet.broker, user: "d1", password: password)
+            try await device.report("d1", ["switch_1": true])
+            try await waitUntil(timeout: .seconds(10)) { agent.cache.device("d1")?.properties["switch_1"] != nil }
+            await device.stop()
+        }
+    }
+
     /// docs/protocol.md promises 1013 for a broker name the agent did not make, for a sub-device too: its gateway's
     /// role would otherwise gain that name's topics.
     @Test(.timeLimit(.minutes(2)))

@@ -106,6 +106,11 @@ public final class PairingStore: Sendable {
 
     /// Activations a stopped daemon left half done: their pairings are pending again (their devices are
     /// forgotten as provisioned; the next sync deletes what was made of their broker access).
+    ///
+    /// A device's client and role are recorded as the agent's own here: its claim was written only after the
+    /// broker was found to have neither (or only ones the agent made), so whatever the broker has of them now was
+    /// made by this activation, even when a kill came between the plugin making them and their record (which
+    /// builds that recorded only afterwards left behind).
     func resetInterrupted() throws -> [Pairing] {
         try withDatabase { db in
             try db.transaction(.immediate) {
@@ -113,6 +118,11 @@ public final class PairingStore: Sendable {
                     .compactMap(Self.pairing)
                 for pairing in interrupted {
                     try db.run("DELETE FROM provisioned_devices WHERE pairing = ?", [.text(pairing.username)])
+                    guard pairing.gatewayId == nil, let device = pairing.deviceId else { continue }
+                    for (kind, name) in [(GrantKind.client, device), (.role, AccessPolicy.deviceRole(device))] {
+                        try db.run("INSERT OR IGNORE INTO broker_grants (kind, name, created_at) VALUES (?, ?, ?)",
+                                   [.text(kind.rawValue), .text(name), .integer(pairing.endedAt ?? pairing.createdAt)])
+                    }
                 }
                 try db.run("UPDATE pairings SET state = 'pending', dev_id = NULL, ended_at = NULL WHERE state = 'activating'")
                 return interrupted

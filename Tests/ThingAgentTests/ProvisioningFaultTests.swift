@@ -160,6 +160,74 @@ struct ProvisioningFaultTests {
         }
         await tester.stop()
     }
+
+    /// The device's first answer is lost: its retry with the same token, after the old one-second life of the
+    /// bootstrap credentials, is answered again with the same credentials. Once the device speaks with them, the
+    /// bootstrap credentials go.
+    @Test(.timeLimit(.minutes(2)))
+    func aLostActivationAnswerIsSentAgainWithTheSameCredentials() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        try await withProvisioningAgent(fleet.configuration) { agent in
+            let session = try await agent.pair()
+            let user = session.made.pairing.username
+            let bootstrap = try await DeviceConnection.connect(fleet.broker, user: user, password: session.made.password)
+            // Not subscribed to the answer: it is lost.
+            let request = JSONObject([("msgId", "lost"), ("time", .integer(Timestamp.now())),
+                                      ("data", .object(["token": .string(session.made.token), "devId": "d1"]))])
+            try await bootstrap.client.publish("things/\(user)/thing/activate",
+                                               payload: JSONValue.object(request).serializedBytes(), qos: .atLeastOnce)
+            try await waitUntil(timeout: .seconds(10)) { (try? agent.pairings().first?.state) == .used }
+            try await Task.sleep(for: .seconds(3))
+            // Deleting the bootstrap client would have dropped this connection (its reconnect waits a minute).
+            try #require(bootstrap.client.state == .connected, "the bootstrap credentials died before the retry")
+            let again = try await bootstrap.activate(pairing: user, token: session.made.token, data: ["devId": "d1"])
+            #expect(again["code"] == 0, "\(again)")
+            let password = try #require(again["data"]?["password"]?.stringValue)
+            #expect(again["data"]?["username"] == "d1")
+            // Another device on the used token is still refused.
+            #expect(try await bootstrap.activate(pairing: user, token: session.made.token, data: ["devId": "d2"])["code"] == 1011)
+            #expect(agent.provisioningCounters?.activated == 1)
+
+            let device = try await DeviceConnection.connect(fleet.broker, user: "d1", password: password)
+            try await device.report("d1", ["switch_1": true])
+            try await waitUntil(timeout: .seconds(10)) { agent.cache.device("d1")?.properties["switch_1"] != nil }
+            try await waitUntil(timeout: .seconds(15)) {
+                (try? await canConnect(fleet.broker, user: user, password: session.made.password)) == false
+            }
+            await bootstrap.stop()
+            await device.stop()
+        }
+    }
+
+    /// The same request twice (a QoS 1 duplicate, or a device that asked again at once) gets the same answer twice,
+    /// one activation.
+    @Test(.timeLimit(.minutes(2)))
+    func aDuplicatedActivationGetsTheSameAnswerTwice() async throws {
+        let fleet = try await ProvisionedFleet.start()
+        defer { fleet.stop() }
+        try await withProvisioningAgent(fleet.configuration) { agent in
+            let session = try await agent.pair()
+            let user = session.made.pairing.username
+            let bootstrap = try await DeviceConnection.connect(fleet.broker, user: user, password: session.made.password)
+            let answers = "things/\(user)/thing/activate_response"
+            try await bootstrap.client.subscribe(answers, qos: .atLeastOnce)
+            let request = JSONObject([("msgId", "twice"), ("time", .integer(Timestamp.now())),
+                                      ("data", .object(["token": .string(session.made.token), "devId": "d1"]))])
+            for _ in 0..<2 {
+                try await bootstrap.client.publish("things/\(user)/thing/activate",
+                                                   payload: JSONValue.object(request).serializedBytes(), qos: .atLeastOnce)
+            }
+            try await waitUntil(timeout: .seconds(20)) { bootstrap.messages.filter { $0.topic == answers }.count == 2 }
+            let both = try bootstrap.messages.filter { $0.topic == answers }.map { try JSONParser.parse($0.payload) }
+            #expect(both.map { $0["code"] } == [0, 0], "\(both)")
+            #expect(both.map { $0["msgId"] } == ["twice", "twice"])
+            #expect(both[0]["data"]?["password"] != nil)
+            #expect(both[0]["data"] == both[1]["data"])
+            #expect(agent.provisioningCounters?.activated == 1)
+            await bootstrap.stop()
+        }
+    }
 }
 
 extension ProvisionedFleet {

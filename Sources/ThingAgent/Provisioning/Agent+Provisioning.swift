@@ -183,8 +183,17 @@ extension Agent {
         do {
             // A retained request is an act of the past that the broker replays at every subscribe: never honoured.
             if message.retain { throw ActivationRefusal.badData("a retained activation is never honoured") }
+            if let again = try provisioning.answerAgain(request, pairing: user, now: now) {
+                answer["code"] = .integer(0)
+                answer["data"] = .object(again)
+                try? await client.publish(topics.activateResponse(user),
+                                          payload: JSONValue.object(answer).serializedBytes(), qos: .atLeastOnce)
+                logger.info("answered a repeated activation again", metadata: ["pairing": user])
+                return
+            }
             let (device, credentials) = try await bind(request, user: user, provisioning, now: now)
-            try provisioning.store.complete(user, now: Timestamp.now())
+            try provisioning.store.complete(user, answer: credentials, now: Timestamp.now())
+            provisioning.awaitFirstWord(device.devId, pairing: user)
             answer["code"] = .integer(0)
             answer["data"] = .object(credentials)
             try? await client.publish(topics.activateResponse(user), payload: JSONValue.object(answer).serializedBytes(),
@@ -324,12 +333,14 @@ extension Agent {
 
 /// Tells the access manager of what changes who may speak for whom: a removal (the device's broker access goes)
 /// and a replacement this agent started that finished (the sub-devices' topics move). A sub-device's info never
-/// does: the `gatewayId` it names is anyone's word who may publish it. Called on the receive path: it only asks
-/// for a sync, which the access manager runs (and paces) on its own task.
+/// does: the `gatewayId` it names is anyone's word who may publish it. Also tells provisioning that a device was
+/// heard from (its activation answer arrived). Called on the receive path: it only asks for a sync, which the
+/// access manager runs (and paces) on its own task.
 struct AccessWatch: CacheWatch {
     let provisioning: Provisioning
 
     func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
+        provisioning.heard(device)
         if let faulty = changes.replacedGateway {
             try? provisioning.store.moveSubDevices(from: faulty, to: device)
             provisioning.access.needsSync()

@@ -1,3 +1,4 @@
+import JSON
 import SQLite
 import Synchronization
 import ThingAgentCore
@@ -96,11 +97,27 @@ public final class PairingStore: Sendable {
         }
     }
 
-    /// The activation succeeded: the pairing is used.
-    func complete(_ username: String, now: Millis) throws {
+    /// The activation succeeded: the pairing is used, and keeps the answer's `data` (the device's credentials)
+    /// in case the device asks again because the answer never reached it (`answer(tokenHash:...)`).
+    func complete(_ username: String, answer: JSONObject, now: Millis) throws {
         try withDatabase { db in
-            try db.run("UPDATE pairings SET state = 'used', ended_at = ? WHERE username = ? AND state = 'activating'",
-                       [.integer(now), .text(username)])
+            try db.run("""
+                UPDATE pairings SET state = 'used', ended_at = ?, answer = ? WHERE username = ? AND state = 'activating'
+                """, [.integer(now), .text(JSONValue.object(answer).serialized()), .text(username)])
+        }
+    }
+
+    /// The answer's `data` given to `device` for this token, while the pairing lives (unexpired, its bootstrap
+    /// credentials not deleted) and the device is still provisioned by it; nil otherwise.
+    func answer(tokenHash: String, username: String, device: String, now: Millis) throws -> JSONObject? {
+        try withDatabase { db in
+            let row = try db.query("""
+                SELECT p.answer AS answer FROM pairings p
+                JOIN provisioned_devices d ON d.dev_id = p.dev_id AND d.pairing = p.username
+                WHERE p.token_hash = ? AND p.username = ? AND p.dev_id = ? AND p.state = 'used' AND p.cleaned = 0
+                    AND p.expires_at > ? AND p.answer IS NOT NULL
+                """, [.text(tokenHash), .text(username), .text(device), .integer(now)]).first
+            return row?.string("answer").flatMap { try? JSONParser.parse($0) }?.objectValue
         }
     }
 
@@ -167,9 +184,10 @@ public final class PairingStore: Sendable {
         }
     }
 
+    /// Its bootstrap credentials are gone: the answer kept for a device that asks again goes with them.
     func markCleaned(_ username: String) throws {
         try withDatabase { db in
-            try db.run("UPDATE pairings SET cleaned = 1 WHERE username = ?", [.text(username)])
+            try db.run("UPDATE pairings SET cleaned = 1, answer = NULL WHERE username = ?", [.text(username)])
         }
     }
 
@@ -203,7 +221,13 @@ public final class PairingStore: Sendable {
     /// whoever next activates the gateway's id.
     func forget(_ device: String) throws {
         try withDatabase { db in
-            try db.run("DELETE FROM provisioned_devices WHERE dev_id = ? OR gateway_id = ?", [.text(device), .text(device)])
+            try db.transaction(.immediate) {
+                try db.run("""
+                    UPDATE pairings SET answer = NULL WHERE dev_id IN
+                        (SELECT dev_id FROM provisioned_devices WHERE dev_id = ?1 OR gateway_id = ?1)
+                    """, [.text(device)])
+                try db.run("DELETE FROM provisioned_devices WHERE dev_id = ?1 OR gateway_id = ?1", [.text(device)])
+            }
         }
     }
 

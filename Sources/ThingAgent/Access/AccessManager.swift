@@ -227,9 +227,16 @@ final class AccessManager: Sendable {
         }
     }
 
+    /// Recorded before it is made (the name was just checked not to be anyone else's): a kill, or an answer lost,
+    /// after the plugin made it still leaves the record that lets the next sync or start delete it. A name that
+    /// turned out to be someone else's after all ("already exists") is forgotten again.
     private func createClient(_ user: String, password: String, role: String) async throws {
-        try await runChecked([.createClient(username: user, password: password, clientID: user, roles: [role])])
         try store.recordGrants(.client, [user], now: Timestamp.now())
+        let answer = try await run([.createClient(username: user, password: password, clientID: user, roles: [role])])[0]
+        guard answer.succeeded else {
+            if answer.error?.hasSuffix("already exists") == true { try store.forgetGrants(.client, [user]) }
+            throw DynsecError(description: "the dynamic-security plugin refused createClient: \(answer.error ?? "")")
+        }
     }
 
     /// Deletes a pairing's bootstrap client (when the agent made it); its role goes with the next sync.
@@ -257,8 +264,11 @@ final class AccessManager: Sendable {
         let open = try store.open()
         var roles: [String: Set<RoleACL>] = [:]
         var subDevices: [String: [String]] = [:]
-        for (device, activatedBy) in provisioned where activatedBy != nil {
-            if let gateway = cache.device(device)?.info.gatewayId ?? activatedBy { subDevices[gateway, default: []].append(device) }
+        // A sub-device's topics go to the gateway that activated it, or took it over in a replacement this agent
+        // started (`PairingStore.moveSubDevices`), never to the `gatewayId` an info report names: anyone who may
+        // publish the sub-device's info (its gateway, the operators' CLI) could move them.
+        for (device, activatedBy) in provisioned {
+            if let gateway = activatedBy { subDevices[gateway, default: []].append(device) }
         }
         for (device, activatedBy) in provisioned where activatedBy == nil {
             let pairings = open.filter { $0.gatewayId == device }.map(\.username)
@@ -281,7 +291,8 @@ final class AccessManager: Sendable {
         // Only what the agent's records say it made, never a name derived from a role's.
         let wantedClients = Set(try deviceRoleOwners()).union(try store.open().map(\.username))
         let goneClients = try store.grants(.client).subtracting(wantedClients).sorted()
-        let goneRoles = current.keys.sorted().filter { desired[$0] == nil }
+        // Also roles recorded but not known to exist: a batch that failed after their record may have made them.
+        let goneRoles = Set(current.keys).union(try store.grants(.role)).filter { desired[$0] == nil }.sorted()
         let createdRoles = desired.keys.sorted().filter { current[$0] == nil }
         var commands: [DynsecCommand] = goneClients.map(DynsecCommand.deleteClient) + goneRoles.map(DynsecCommand.deleteRole)
         // Removals before additions, all in one batch: a sub-device's topics leave the faulty gateway's role and
@@ -299,12 +310,14 @@ final class AccessManager: Sendable {
         }
         commands += additions
         guard !commands.isEmpty else { return }
+        // Recorded before they are made, as clients are (`createClient`): whatever a kill leaves at the broker, the
+        // cache file knows it made it.
+        try store.recordGrants(.role, createdRoles, now: Timestamp.now())
         // One batch, so that a topic leaves one role and joins another in the same change; only a change too
         // large for one batch (a replacement of a gateway with some sixty sub-devices) is split.
         for chunk in commands.chunked(Self.batchLimit) { try await runChecked(chunk) }
         try store.forgetGrants(.client, goneClients)
         try store.forgetGrants(.role, goneRoles)
-        try store.recordGrants(.role, createdRoles, now: Timestamp.now())
         applied.withLock { applied in
             for role in applied.keys where desired[role] == nil { applied.removeValue(forKey: role) }
             for (role, acls) in desired { applied[role] = acls }

@@ -79,12 +79,13 @@ struct AccessPolicy: Sendable {
     }
 
     /// The agent's own user: the `admin` role of `dynsec init` lets it read everything and administer the plugin;
-    /// this one lets it publish what it publishes.
+    /// this one lets it publish what it publishes (on `activate`, only the clearing of a retained request).
     var agentRole: Set<RoleACL> {
         var acls = requestTopics
         acls.formUnion([
-            .send("\(root)/+/thing/activate_response"), .send("thing-agent/#"), .send(eventsTopic + "/#"),
-            .send(replyPrefix + "#"), .subscribe("\(root)/+/thing/#"), .subscribe("thing-agent/#"),
+            .send("\(root)/+/thing/activate"), .send("\(root)/+/thing/activate_response"), .send("thing-agent/#"),
+            .send(eventsTopic + "/#"), .send(replyPrefix + "#"), .subscribe("\(root)/+/thing/#"),
+            .subscribe("thing-agent/#"),
         ])
         return acls
     }

@@ -171,17 +171,29 @@ extension Agent {
     }
 
     private func activate(_ message: MQTTMessage, _ provisioning: Provisioning) async {
-        guard let user = topics.activationUser(message.topic) else { return }
-        // A retained request is an act of the past that the broker replays at every subscribe: never honoured.
+        guard let user = topics.activationUser(message.topic), !message.payload.isEmpty else { return }
         let request = message.payload.count <= PayloadDecoder.maxPayloadBytes
             ? (try? JSONParser.parse(message.payload, maxDepth: PayloadDecoder.maxDepth))?.objectValue : nil
         let msgId = request?["msgId"]?.stringValue ?? ""
         let now = Timestamp.now()
         var answer = JSONObject([("msgId", .string(msgId)), ("time", .integer(now))])
+        // A retained copy would keep the token at the broker and be replayed at every start: cleared before the
+        // answer goes out, for every request (a live delivery does not say whether its publisher retained it).
+        try? await client.publish(message.topic, payload: [], qos: .atLeastOnce, retain: true)
         do {
+            // A retained request is an act of the past that the broker replays at every subscribe: never honoured.
             if message.retain { throw ActivationRefusal.badData("a retained activation is never honoured") }
+            if let again = try provisioning.answerAgain(request, pairing: user, now: now) {
+                answer["code"] = .integer(0)
+                answer["data"] = .object(again)
+                try? await client.publish(topics.activateResponse(user),
+                                          payload: JSONValue.object(answer).serializedBytes(), qos: .atLeastOnce)
+                logger.info("answered a repeated activation again", metadata: ["pairing": user])
+                return
+            }
             let (device, credentials) = try await bind(request, user: user, provisioning, now: now)
-            try provisioning.store.complete(user, now: Timestamp.now())
+            try provisioning.store.complete(user, answer: credentials, now: Timestamp.now())
+            provisioning.awaitFirstWord(device.devId, pairing: user)
             answer["code"] = .integer(0)
             answer["data"] = .object(credentials)
             try? await client.publish(topics.activateResponse(user), payload: JSONValue.object(answer).serializedBytes(),
@@ -233,7 +245,8 @@ extension Agent {
             }
         }
         guard cache.device(id) == nil, id != user else { throw ActivationRefusal.bound }
-        if pairing.gatewayId == nil, try await provisioning.access.isTakenAtBroker(id) {
+        // A sub-device too: its gateway's role would gain that name's topics.
+        if try await provisioning.access.isTakenAtBroker(id) {
             throw ActivationRefusal(code: 1013, reason: "the broker has a client or role named for '\(id)' that this agent did not make")
         }
         // The device's info from the request, its space from the pairing (a pairing without one gives none: the
@@ -318,15 +331,18 @@ extension Agent {
     }
 }
 
-/// Tells the access manager of what changes who may speak for whom: a removal (the device's broker access goes),
-/// a finished transfer and a sub-device's info (its gateway may have changed). Called on the receive path: it
-/// only asks for a sync, which the access manager runs (and paces) on its own task.
+/// Tells the access manager of what changes who may speak for whom: a removal (the device's broker access goes)
+/// and a replacement this agent started that finished (the sub-devices' topics move). A sub-device's info never
+/// does: the `gatewayId` it names is anyone's word who may publish it. Also tells provisioning that a device was
+/// heard from (its activation answer arrived). Called on the receive path: it only asks for a sync, which the
+/// access manager runs (and paces) on its own task.
 struct AccessWatch: CacheWatch {
     let provisioning: Provisioning
 
     func applied(_ changes: AppliedChanges, to device: String, now: Millis) {
-        let finished = changes.transfer?.status == .finish
-        if finished || (changes.info && provisioning.access.cache.device(device)?.info.category == .subdevice) {
+        provisioning.heard(device)
+        if let faulty = changes.replacedGateway {
+            try? provisioning.store.moveSubDevices(from: faulty, to: device)
             provisioning.access.needsSync()
         }
     }

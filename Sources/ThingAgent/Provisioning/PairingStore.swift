@@ -1,3 +1,4 @@
+import JSON
 import SQLite
 import Synchronization
 import ThingAgentCore
@@ -96,16 +97,37 @@ public final class PairingStore: Sendable {
         }
     }
 
-    /// The activation succeeded: the pairing is used.
-    func complete(_ username: String, now: Millis) throws {
+    /// The activation succeeded: the pairing is used, and keeps the answer's `data` (the device's credentials)
+    /// in case the device asks again because the answer never reached it (`answer(tokenHash:...)`).
+    func complete(_ username: String, answer: JSONObject, now: Millis) throws {
         try withDatabase { db in
-            try db.run("UPDATE pairings SET state = 'used', ended_at = ? WHERE username = ? AND state = 'activating'",
-                       [.integer(now), .text(username)])
+            try db.run("""
+                UPDATE pairings SET state = 'used', ended_at = ?, answer = ? WHERE username = ? AND state = 'activating'
+                """, [.integer(now), .text(JSONValue.object(answer).serialized()), .text(username)])
+        }
+    }
+
+    /// The answer's `data` given to `device` for this token, while the pairing lives (unexpired, its bootstrap
+    /// credentials not deleted) and the device is still provisioned by it; nil otherwise.
+    func answer(tokenHash: String, username: String, device: String, now: Millis) throws -> JSONObject? {
+        try withDatabase { db in
+            let row = try db.query("""
+                SELECT p.answer AS answer FROM pairings p
+                JOIN provisioned_devices d ON d.dev_id = p.dev_id AND d.pairing = p.username
+                WHERE p.token_hash = ? AND p.username = ? AND p.dev_id = ? AND p.state = 'used' AND p.cleaned = 0
+                    AND p.expires_at > ? AND p.answer IS NOT NULL
+                """, [.text(tokenHash), .text(username), .text(device), .integer(now)]).first
+            return row?.string("answer").flatMap { try? JSONParser.parse($0) }?.objectValue
         }
     }
 
     /// Activations a stopped daemon left half done: their pairings are pending again (their devices are
     /// forgotten as provisioned; the next sync deletes what was made of their broker access).
+    ///
+    /// A device's client and role are recorded as the agent's own here: its claim was written only after the
+    /// broker was found to have neither (or only ones the agent made), so whatever the broker has of them now was
+    /// made by this activation, even when a kill came between the plugin making them and their record (which
+    /// builds that recorded only afterwards left behind).
     func resetInterrupted() throws -> [Pairing] {
         try withDatabase { db in
             try db.transaction(.immediate) {
@@ -113,6 +135,11 @@ public final class PairingStore: Sendable {
                     .compactMap(Self.pairing)
                 for pairing in interrupted {
                     try db.run("DELETE FROM provisioned_devices WHERE pairing = ?", [.text(pairing.username)])
+                    guard pairing.gatewayId == nil, let device = pairing.deviceId else { continue }
+                    for (kind, name) in [(GrantKind.client, device), (.role, AccessPolicy.deviceRole(device))] {
+                        try db.run("INSERT OR IGNORE INTO broker_grants (kind, name, created_at) VALUES (?, ?, ?)",
+                                   [.text(kind.rawValue), .text(name), .integer(pairing.endedAt ?? pairing.createdAt)])
+                    }
                 }
                 try db.run("UPDATE pairings SET state = 'pending', dev_id = NULL, ended_at = NULL WHERE state = 'activating'")
                 return interrupted
@@ -157,9 +184,10 @@ public final class PairingStore: Sendable {
         }
     }
 
+    /// Its bootstrap credentials are gone: the answer kept for a device that asks again goes with them.
     func markCleaned(_ username: String) throws {
         try withDatabase { db in
-            try db.run("UPDATE pairings SET cleaned = 1 WHERE username = ?", [.text(username)])
+            try db.run("UPDATE pairings SET cleaned = 1, answer = NULL WHERE username = ?", [.text(username)])
         }
     }
 
@@ -193,7 +221,23 @@ public final class PairingStore: Sendable {
     /// whoever next activates the gateway's id.
     func forget(_ device: String) throws {
         try withDatabase { db in
-            try db.run("DELETE FROM provisioned_devices WHERE dev_id = ? OR gateway_id = ?", [.text(device), .text(device)])
+            try db.transaction(.immediate) {
+                try db.run("""
+                    UPDATE pairings SET answer = NULL WHERE dev_id IN
+                        (SELECT dev_id FROM provisioned_devices WHERE dev_id = ?1 OR gateway_id = ?1)
+                    """, [.text(device)])
+                try db.run("DELETE FROM provisioned_devices WHERE dev_id = ?1 OR gateway_id = ?1", [.text(device)])
+            }
+        }
+    }
+
+    /// A replacement this agent started finished: the faulty gateway's sub-devices are the new one's now (their
+    /// topics follow in the next sync). The cache writer does the same in the transaction that records the
+    /// replacement (`ReplacementMoves`); this is for the sync that comes before that flush.
+    func moveSubDevices(from faulty: String, to gateway: String) throws {
+        try withDatabase { db in
+            try db.run("UPDATE provisioned_devices SET gateway_id = ? WHERE gateway_id = ?",
+                       [.text(gateway), .text(faulty)])
         }
     }
 

@@ -85,8 +85,9 @@ final class Provisioning: Sendable {
     private let logLimiter = LogRateLimiter()
     /// Who waits for a pairing's end, by its user name.
     private let waiters = Mutex<[String: [@Sendable (Result<DeviceInfo, PairingError>) -> Void]]>([:])
-    /// How long a used pairing's bootstrap credentials live on, so that its answer reaches the device first.
-    static let bootstrapGrace: Millis = 1000
+    /// Devices activated whose pairing's bootstrap credentials still live, and whether each has been heard from
+    /// since with its own credentials (or, a sub-device, through its gateway): the proof that its answer arrived.
+    private let firstWord = Mutex<[String: (pairing: String, heard: Bool)]>([:])
     /// Activation requests waiting to be answered; a flood beyond it is counted and dropped, never queued without end.
     static let queueLimit = 1024
 
@@ -96,11 +97,18 @@ final class Provisioning: Sendable {
         self.topics = topics
         self.logger = logger
         (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.queueLimit))
+        // A restart forgets what was heard: those devices wait for their next word (or the pairing's expiry).
+        let unheard = (try? store.uncleaned().filter { $0.state == .used }) ?? []
+        firstWord.withLock { waiting in
+            for pairing in unheard { if let device = pairing.deviceId { waiting[device] = (pairing.username, false) } }
+        }
     }
 
-    /// Called on the receive path for topics outside the device tree: takes activation requests.
+    /// Called on the receive path for topics outside the device tree: takes activation requests. An empty one
+    /// is the clearing of a retained request (the agent's own, `Agent.activate`): taken, never answered.
     func accept(_ message: MQTTMessage) -> Bool {
         guard topics.activationUser(message.topic) != nil else { return false }
+        if message.payload.isEmpty { return true }
         if case .dropped = continuation.yield(message) {
             counters.drops.add(1, ordering: .relaxed)
             if logLimiter.shouldLog("activation-queue-full", now: Timestamp.now()) {
@@ -150,12 +158,44 @@ final class Provisioning: Sendable {
         }
     }
 
-    /// Ends expired pairings and deletes the bootstrap credentials of ended ones (a used one after its grace).
+    /// A device just activated: its pairing's bootstrap credentials live until it is heard from.
+    func awaitFirstWord(_ device: String, pairing: String) {
+        firstWord.withLock { $0[device] = (pairing, false) }
+    }
+
+    /// The receive path applied a change to `device` (`AccessWatch`): if it was waiting for its first word, its
+    /// answer arrived.
+    func heard(_ device: String) {
+        firstWord.withLock { if $0[device]?.heard == false { $0[device]?.heard = true } }
+    }
+
+    /// The answer's `data` a used pairing gave the device that asks again with its token (its answer was lost, or
+    /// this request is a duplicate); nil when this request is not such a repeat. The same credentials, not new
+    /// ones: new ones would cut off a device that did get the first answer and already uses it.
+    func answerAgain(_ request: JSONObject?, pairing user: String, now: Millis) throws -> JSONObject? {
+        guard let data = request?["data"]?.objectValue, let token = data["token"]?.stringValue,
+              let device = data["devId"]?.stringValue, access.cache.device(device) != nil else { return nil }
+        return try store.answer(tokenHash: Secrets.hash(token), username: user, device: device, now: now)
+    }
+
+    /// Whether a used pairing's bootstrap credentials may go: its device was heard from (its answer arrived), is
+    /// gone, or the pairing's time is up. Until then a device whose answer was lost can ask again.
+    private func isDone(_ pairing: Pairing, now: Millis) -> Bool {
+        guard let device = pairing.deviceId, access.cache.device(device) != nil, pairing.expiresAt > now else {
+            return true
+        }
+        return firstWord.withLock { $0[device].map { $0.pairing != pairing.username || $0.heard } ?? true }
+    }
+
+    /// Ends expired pairings and deletes the bootstrap credentials of ended ones (a used one once `isDone`).
     func cleanUp(now: Millis) async {
         do {
             for pairing in try store.expireDue(now: now) { ended(pairing.username, .failure(.expired)) }
-            for pairing in try store.uncleaned() where pairing.state != .used || (pairing.endedAt ?? 0) + Self.bootstrapGrace <= now {
+            for pairing in try store.uncleaned() where pairing.state != .used || isDone(pairing, now: now) {
                 try await access.deleteBootstrap(pairing.username)
+                if let device = pairing.deviceId {
+                    firstWord.withLock { if $0[device]?.pairing == pairing.username { $0.removeValue(forKey: device) } }
+                }
                 logger.info("deleted a pairing's bootstrap broker credentials", metadata: [
                     "pairing": pairing.username, "state": pairing.state.rawValue])
             }

@@ -221,6 +221,11 @@ package enum CacheSchema {
             ALTER TABLE link_members_keyed RENAME TO link_members;
             CREATE INDEX link_members_by_device ON link_members(dev_id);
             """),
+        // A used pairing's answer `data` (the device's broker credentials), kept until its bootstrap credentials
+        // go, so that a device whose answer was lost gets the same answer when it asks again.
+        Migration(version: 10, name: "a used pairing's answer", sql: """
+            ALTER TABLE pairings ADD COLUMN answer TEXT;
+            """),
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).

@@ -20,6 +20,9 @@ package enum ReplacementMoves {
         moved.fields = try moveMetadata(old, new, now, db)
         try db.run("DELETE FROM backup_networks WHERE dev_id = ?", [.text(old)])
         try db.run("DELETE FROM offline_alerts WHERE dev_id = ?", [.text(old)])
+        // With provisioning, the sub-devices the old gateway activated (or took over) are the new one's: their
+        // broker topics follow this record, never a `gatewayId` an info report names.
+        try db.run("UPDATE provisioned_devices SET gateway_id = ? WHERE gateway_id = ?", [.text(new), .text(old)])
         try db.run("""
             INSERT INTO gateway_replacements (old_id, new_id, time, moved, recorded_at) VALUES (?, ?, ?, ?, ?)
             """, [.text(old), .text(new), .integer(time), .text(JSONValue.object(moved.moved).serialized()),

@@ -1,0 +1,71 @@
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+/// The Alink dialect against Alibaba's own device SDK (Linkkit, from PyPI, pinned) as the devices, the real
+/// daemon and a real broker: what a team with Linkkit devices would check first.
+@Suite("Alink: Linkkit devices and the daemon", .serialized)
+struct LinkkitTests {
+    static let dialects = ["THING_AGENT_DIALECTS": "native,alink"]
+
+    @Test(.timeLimit(.minutes(3)))
+    func postsAreCachedAndAnsweredASetReachesTheDeviceAndRestartsLoseNothing() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects)
+            try await harness.startDaemon()
+            let lamp = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "lamp1", flags: [
+                "--post-on-ready", #"{"switch_1":1,"bright":40}"#, "--follow-sets", "--ntp-on-ready",
+            ], logPath: harness.directory + "/lamp1.out")
+
+            // The post is answered as the SDK wants it (else it would drop the reply), and cached.
+            try await lamp.waitFor("post reply") { $0["ev"] == "prop_post_reply" && $0["code"] == 200 }
+            let info = try await harness.waitForInfo("a1PK.lamp1") { $0["properties"]?["bright"] == 40 }
+            #expect(info["online"] == true, "online on the evidence of its own traffic: \(info)")
+            // The NTP request is answered with the three times.
+            let ntp = try await lamp.waitFor("NTP response") { $0["topic"] == "/ext/ntp/a1PK/lamp1/response" }
+            #expect(ntp["payload"]?["serverRecvTime"]?.stringValue != nil, "\(ntp)")
+
+            // A set through the CLI (and the daemon): the SDK answers 200, the device posts the value.
+            let set = try await harness.cli(["set", "a1PK.lamp1", "bright=70"])
+            #expect(set.status == 0, "\(set.stdout) \(set.stderr)")
+            #expect(set.stdout.contains("applied"), "\(set.stdout)")
+            try await lamp.waitFor("the set") { $0["ev"] == "prop_set" && $0["params"]?["bright"] == 70 }
+            _ = try await harness.waitForInfo("a1PK.lamp1") { $0["properties"]?["bright"] == 70 }
+
+            // The device restarts: its ids start at "1" again, and its posts are still taken.
+            await lamp.stop()
+            let again = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "lamp1", flags: [
+                "--post-on-ready", #"{"bright":41}"#,
+            ], logPath: harness.directory + "/lamp1-again.out")
+            try await again.waitFor("post reply") { $0["ev"] == "prop_post_reply" && $0["request_id"] == "1" }
+            _ = try await harness.waitForInfo("a1PK.lamp1") { $0["properties"]?["bright"] == 41 }
+
+            // The agent restarts: the device is there at once, before it speaks again.
+            try await harness.stopDaemon()
+            try await harness.startDaemon()
+            let restarted = try #require(try await harness.info("a1PK.lamp1"))
+            #expect(restarted["properties"]?["bright"] == 41)
+            await again.stop()
+        }
+    }
+
+    /// A device name outside the id rule is refused and counted, and never reaches the cache.
+    @Test(.timeLimit(.minutes(2)))
+    func aDeviceNameOutsideTheIdRuleIsCountedAndDropped() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects)
+            try await harness.startDaemon()
+            let odd = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "user@home", flags: [
+                "--post-on-ready", #"{"bright":1}"#,
+            ], logPath: harness.directory + "/odd.out")
+            try await odd.waitFor("post result") { $0["ev"] == "result" && $0["cmd"] == "post" }
+            try await waitUntil(timeout: .seconds(15)) {
+                let stats = try? await harness.stats()
+                return stats?["dropped"]?["invalidDeviceID"]?.int64Value ?? 0 >= 1
+            }
+            #expect(try await harness.info("a1PK.user@home") == nil)
+            await odd.stop()
+        }
+    }
+}

@@ -1,0 +1,90 @@
+import JSON
+import Testing
+@testable import ThingAgentCore
+
+/// The Alink dialect on its own (pure): which topics are its, what each carries, the replies the platform owes,
+/// and the requests it sends. Against Linkkit itself: `LinkkitTests`.
+@Suite("Alink dialect")
+struct AlinkDialectTests {
+    let alink = AlinkDialect()
+    let arrival: Millis = 1_700_000_000_000
+
+    func decode(_ topic: String, _ payload: String) throws -> (DialectRoute, InboundMessage, [OutboundMessage]) {
+        let route = try #require(try alink.route(topic))
+        let bytes = Array(payload.utf8)
+        let message = try bytes.withUnsafeBytes { try alink.decode(route, payload: $0, arrival: arrival) }
+        let replies = bytes.withUnsafeBytes { alink.replies(to: route, payload: $0, arrival: arrival) }
+        return (route, message, replies)
+    }
+
+    @Test func aPropertyPostIsTheDevicesPropertiesAndIsAnsweredWithEveryFieldTheSDKChecks() throws {
+        let (route, message, replies) = try decode("/sys/a1PK/lamp1/thing/event/property/post",
+            #"{"id":"7","version":"1.0","params":{"bright":40,"temp":{"value":21.5,"time":1600000000000}},"method":"thing.event.property.post"}"#)
+        #expect(route.device == "a1PK.lamp1")
+        #expect(message == .properties([("bright", PropertyValue(value: 40, time: arrival)),
+                                        ("temp", PropertyValue(value: 21.5, time: 1_600_000_000_000))]))
+        let reply = try #require(replies.first)
+        #expect(reply.topic == "/sys/a1PK/lamp1/thing/event/property/post_reply")
+        let answer = try JSONParser.parse(reply.payload)
+        #expect(answer["id"] == "7" && answer["code"] == 200 && answer["message"] == "success")
+        #expect(answer["data"]?.objectValue != nil)
+    }
+
+    @Test func aSetGoesOutWithADecimalIdAndItsReplyEndsTheAgentsRequest() throws {
+        let request = try #require(alink.request(.setProperties, device: "a1PK.lamp1", msgId: "t1z",
+                                                 data: .object(["bright": 70]), time: arrival))
+        #expect(request.topic == "/sys/a1PK/lamp1/thing/service/property/set")
+        let payload = try JSONParser.parse(request.payload)
+        #expect(payload["id"] == "71" && payload["method"] == "thing.service.property.set")
+        #expect(payload["params"]?["bright"] == 70)
+        let (_, message, replies) = try decode("/sys/a1PK/lamp1/thing/service/property/set_reply",
+                                               #"{"id":"71","code":200,"data":{}}"#)
+        guard case .response(let response) = message else { Issue.record("\(message)"); return }
+        #expect(response.msgId == "t1z" && response.code == 0, "200 is success")
+        #expect(replies.isEmpty)
+        let (_, refused, _) = try decode("/sys/a1PK/lamp1/thing/service/property/set_reply",
+                                         #"{"id":"71","code":460,"message":"bad","data":{}}"#)
+        guard case .response(let failed) = refused else { Issue.record("\(refused)"); return }
+        #expect(failed.code == 460 && failed.message == "bad")
+        #expect(alink.request(.wifiScan, device: "a1PK.lamp1", msgId: "t1", data: nil, time: arrival) == nil)
+    }
+
+    @Test func tagsFirmwareAndNTP() throws {
+        let (_, tags, tagReply) = try decode("/sys/a1PK/lamp1/thing/deviceinfo/update",
+            #"{"id":"3","version":"1.0","params":[{"attrKey":"room","attrValue":"lab"}],"method":"thing.deviceinfo.update"}"#)
+        #expect(tags == .info(["tag.room": "lab"], time: arrival))
+        #expect(tagReply.first?.topic == "/sys/a1PK/lamp1/thing/deviceinfo/update_reply")
+        let (_, version, _) = try decode("/ota/device/inform/a1PK/lamp1", #"{"id":1,"params":{"version":"1.2.0"}}"#)
+        #expect(version == .info(["firmwareVersion": "1.2.0"], time: arrival))
+        let (_, ntp, ntpReply) = try decode("/ext/ntp/a1PK/lamp1/request", #"{"deviceSendTime":"1699999999000"}"#)
+        #expect(ntp == .answeredOnly)
+        let answer = try JSONParser.parse(try #require(ntpReply.first).payload)
+        #expect(answer["deviceSendTime"] == "1699999999000" && answer["serverRecvTime"]?.stringValue == String(arrival))
+    }
+
+    @Test func otherTopicsAreNotItsAndBadIdsAndPayloadsAreRefused() throws {
+        #expect(try alink.route("things/d1/thing/properties") == nil)
+        #expect(try alink.route("/sys/a1PK/lamp1/thing/service/property/set") == nil, "its own request")
+        #expect(try alink.route("/sys/a1PK/lamp1/other") == nil)
+        #expect(throws: Topics.ParseError.invalidDeviceID) { try alink.route("/sys/a1PK/user@home/thing/event/property/post") }
+        #expect(throws: Topics.ParseError.invalidDeviceID) { try alink.route("/sys/a.PK/lamp/thing/event/property/post") }
+        #expect(throws: PayloadError.self) {
+            try decode("/sys/a1PK/lamp1/thing/event/property/post", "NaN")
+        }
+        #expect(throws: PayloadError.self) {
+            try decode("/sys/a1PK/lamp1/thing/service/property/set_reply", #"{"id":"x1","code":200,"data":{}}"#)
+        }
+    }
+
+    @Test func idsRoundTripAndAnAlinkIdIsAddressedOnlyByItsForm() {
+        for msgId in ["t1", "tzzzzzz", "t" + String(UInt64(1) << 40, radix: 36)] {
+            #expect(AlinkDialect.wireID(msgId).flatMap(AlinkDialect.msgId) == msgId)
+        }
+        #expect(AlinkDialect.wireID("x1") == nil)
+        #expect(alink.addresses("a1PK.lamp1") && !alink.addresses("lamp1") && !alink.addresses(".lamp"))
+        let both = Dialects(names: ["native", "alink"], topics: Topics())
+        #expect(both.dialect(for: "a1PK.lamp1")?.name == "alink")
+        #expect(both.dialect(for: "lamp1")?.name == "native")
+        #expect(Dialects(names: ["alink"], topics: Topics()).dialect(for: "lamp1") == nil)
+    }
+}

@@ -30,6 +30,28 @@ struct APIBoundsTests {
         }
     }
 
+    /// Reads and changes have a total budget each: a reader that spends all of its kind leaves an operator's
+    /// change answered.
+    @Test(.timeLimit(.minutes(2)))
+    func aBusyReaderDoesNotSpendTheOperatorsBudget() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: [
+                "THING_AGENT_API_RATE_LIMIT": "1000", "THING_AGENT_API_RATE_LIMIT_TOTAL": "0.01",
+            ])
+            try await harness.startDaemon()
+            let reader = try await APIService(harness, name: "dashboard")
+            let operators = try await APIService(harness, name: "ops")
+            #expect(try await reader.call("devices", id: "r1")["code"] == 0)
+            #expect(try await reader.call("health", id: "r2")["code"] == 429, "the reads' total is spent")
+            let change = try await operators.call("group", id: "o1", #""action":"create","name":"hall""#)
+            #expect(change["code"] == 0, "changes have a budget of their own: \(change)")
+            #expect(try await operators.call("info", id: "o2", #""device":"x""#)["code"] == 429,
+                    "an operator's read meets the spent reads' total")
+            await reader.disconnect()
+            await operators.disconnect()
+        }
+    }
+
     /// A timeout over `apiMaxTimeout` is refused with 400 before anything is sent.
     @Test(.timeLimit(.minutes(2)))
     func aTimeoutOverTheMaximumIsRefused() async throws {

@@ -8,6 +8,8 @@ import TestSupport
 final class LinkkitDevice: Sendable {
     let process: DaemonProcess
     let id: String
+    /// The file the script runs the commands appended to (`send`).
+    let commands: String
 
     /// The environment's python, prepared on first use (a venv from Debian's python3 and the pinned requirements).
     static func python() async throws -> String {
@@ -18,14 +20,25 @@ final class LinkkitDevice: Sendable {
         return path
     }
 
-    /// Starts `<pk>.<dn>` against `broker` with the script's `flags`.
-    init(_ broker: MosquittoBroker, productKey: String, deviceName: String, flags: [String], logPath: String)
-        async throws {
+    /// Starts `<pk>.<dn>` against `broker` with the script's `flags` (`linkkit_gateway.py` takes its sub-device's
+    /// product key, name and secret first).
+    init(_ broker: MosquittoBroker, productKey: String, deviceName: String, flags: [String], logPath: String,
+         script: String = "linkkit_device.py") async throws {
         id = "\(productKey).\(deviceName)"
+        commands = logPath + ".commands"
+        FileManager.default.createFile(atPath: commands, contents: nil)
         process = try DaemonProcess(try await Self.python(), [
-            repositoryRoot() + "/Tests/Interop/linkkit/linkkit_device.py", "127.0.0.1", "\(broker.port)", productKey,
-            deviceName, "secret-\(deviceName)", "--no-stdin",
+            repositoryRoot() + "/Tests/Interop/linkkit/" + script, "127.0.0.1", "\(broker.port)", productKey,
+            deviceName, "secret-\(deviceName)", "--no-stdin", "--commands", commands,
         ] + flags, logPath: logPath)
+    }
+
+    /// Has the script run `command` (one JSON object, `{"cmd":"logout"}`).
+    func send(_ command: String) throws {
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: commands))
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Array((command + "\n").utf8))
     }
 
     /// What it printed so far, one JSON object per line.

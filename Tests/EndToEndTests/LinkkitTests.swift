@@ -50,6 +50,34 @@ struct LinkkitTests {
         }
     }
 
+    /// A Linkkit gateway adds its sub-device to its topology and logs it in (the SDK's own API, each answered as the
+    /// SDK wants), then posts for it on the sub-device's own topics: the sub-device is cached, online and linked to
+    /// its gateway; a set reaches it through the gateway; a logout takes it offline.
+    @Test(.timeLimit(.minutes(3)))
+    func aGatewaysSubDeviceIsLinkedOnlineAndReachableAndALogoutTakesItOffline() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects)
+            try await harness.startDaemon()
+            let gateway = try await LinkkitDevice(broker, productKey: "a1GW", deviceName: "gw1", flags: [
+                "a1SUB", "sub1", "secret-sub1", "--auto-login", "--sub-post-on-login", #"{"temp":20.5}"#,
+            ], logPath: harness.directory + "/gw1.out", script: "linkkit_gateway.py")
+            try await gateway.waitFor("topo add reply") { $0["ev"] == "topo_add_reply" && $0["code"] == 200 }
+            try await gateway.waitFor("login reply") { $0["ev"] == "login_reply" && $0["code"] == 200 }
+            let sub = try await harness.waitForInfo("a1SUB.sub1") { $0["properties"]?["temp"] == 20.5 }
+            #expect(sub["gatewayId"] == "a1GW.gw1" && sub["online"] == true, "\(sub)")
+            #expect(try await harness.info("a1GW.gw1")?["online"] == true)
+
+            let set = try await harness.cli(["set", "a1SUB.sub1", "temp=22"])
+            #expect(set.status == 0, "\(set.stdout) \(set.stderr)")
+            try await gateway.waitFor("the sub-device's set") { $0["ev"] == "sub_prop_set" && $0["params"]?["temp"] == 22 }
+
+            try gateway.send(#"{"cmd":"logout"}"#)
+            try await gateway.waitFor("logout reply") { $0["ev"] == "logout_reply" && $0["code"] == 200 }
+            _ = try await harness.waitForInfo("a1SUB.sub1") { $0["online"] == false }
+            await gateway.stop()
+        }
+    }
+
     /// A device name outside the id rule is refused and counted, and never reaches the cache.
     @Test(.timeLimit(.minutes(2)))
     func aDeviceNameOutsideTheIdRuleIsCountedAndDropped() async throws {

@@ -62,6 +62,24 @@ struct AlinkDialectTests {
         #expect(answer["deviceSendTime"] == "1699999999000" && answer["serverRecvTime"]?.stringValue == String(arrival))
     }
 
+    @Test func aGatewaysTopologyAndSessionsSpeakForItsSubDevices() throws {
+        let (route, added, addReply) = try decode("/sys/a1GW/gw1/thing/topo/add",
+            #"{"id":"1","version":"1.0","params":[{"productKey":"a1SUB","deviceName":"sub1","sign":"x"}]}"#)
+        #expect(route.device == "a1GW.gw1")
+        #expect(added == .batch([DeviceMessage("a1SUB.sub1", .info(["gatewayId": "a1GW.gw1"], time: arrival))]))
+        let reply = try JSONParser.parse(try #require(addReply.first).payload)
+        #expect(reply["data"]?[0]?["deviceName"] == "sub1" && reply["message"] == "success")
+        let (_, login, loginReply) = try decode("/ext/session/a1GW/gw1/combine/batch_login",
+            #"{"id":"2","params":{"signMethod":"hmacSha256","deviceList":[{"productKey":"a1SUB","deviceName":"sub1"}]}}"#)
+        #expect(login == .batch([DeviceMessage("a1SUB.sub1", .info(["gatewayId": "a1GW.gw1"], time: arrival)),
+                                 DeviceMessage("a1SUB.sub1", .status(online: true, time: arrival))]))
+        #expect(loginReply.first?.topic == "/ext/session/a1GW/gw1/combine/batch_login_reply")
+        let (_, logout, _) = try decode("/ext/session/a1GW/gw1/combine/batch_logout",
+                                        #"{"id":"3","params":[{"productKey":"a1SUB","deviceName":"sub1"}]}"#)
+        #expect(logout == .batch([DeviceMessage("a1SUB.sub1", .status(online: false, time: arrival))]))
+        #expect(throws: PayloadError.self) { try decode("/sys/a1GW/gw1/thing/topo/add", #"{"id":"4","params":[]}"#) }
+    }
+
     @Test func otherTopicsAreNotItsAndBadIdsAndPayloadsAreRefused() throws {
         #expect(try alink.route("things/d1/thing/properties") == nil)
         #expect(try alink.route("/sys/a1PK/lamp1/thing/service/property/set") == nil, "its own request")

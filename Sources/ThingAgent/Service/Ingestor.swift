@@ -173,6 +173,9 @@ final class Ingestor: Sendable {
             counters.countUnchanged()
             return true
         }
+        if case .batch(let items) = decoded {
+            return applyBatch(items, topic: message.topic, now: now, raw: raw)
+        }
         if case .response(let response) = decoded, case .response(let request) = kind {
             return handleResponse(response, to: request, from: device, topic: message.topic, now: now, raw: raw)
         }
@@ -181,6 +184,29 @@ final class Ingestor: Sendable {
             return true
         }
         return apply(decoded, to: device, topic: message.topic, now: now, raw: raw)
+    }
+
+    /// A message about several devices: each applied in order, the whole counted once (applied when any changed).
+    /// The message is journaled with the first; a replay decodes it again and applies them all.
+    private func applyBatch(_ items: [DeviceMessage], topic: String, now: Millis,
+                            raw: (topic: String, payload: [UInt8])?) -> Bool {
+        var changed = false, journaled = false
+        for item in items where DeviceID.isValid(item.device) {
+            defer { journaled = true }
+            do {
+                if case .changed(let changes) = try writer.apply(item.message, to: item.device, now: now,
+                                                                 raw: journaled ? nil : raw), !changes.isEmpty {
+                    changed = true
+                }
+            } catch is JournalError {
+                return false
+            } catch {
+                logger.warning("could not apply a gateway's message for one of its devices", metadata: [
+                    "topic": topic, "device": item.device, "error": "\(error)"])
+            }
+        }
+        if changed { counters.countApplied() } else { counters.countUnchanged() }
+        return true
     }
 
     /// Queues the answers the dialect owes the device for a live message (a replay has answered them already).

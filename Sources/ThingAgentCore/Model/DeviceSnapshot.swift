@@ -170,7 +170,7 @@ extension DeviceSnapshot {
             }
             transfer = next
             changes.transfer = next
-        case .response, .unbind, .otaProgress, .answeredOnly:  // not part of the snapshot (`OTAUpgrades` keeps upgrades)
+        case .response, .unbind, .otaProgress, .answeredOnly, .batch:  // not part of the snapshot (`OTAUpgrades` keeps upgrades)
             break
         }
         if !changes.isEmpty { updatedAt = now }

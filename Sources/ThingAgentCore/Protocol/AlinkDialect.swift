@@ -17,6 +17,8 @@ package struct AlinkDialect: Dialect {
     /// What each topic carries (`DialectRoute.detail`).
     enum Topic: Int {
         case propertyPost, eventPost, setReply, tagsUpdate, tagsDelete, otaInform, ntpRequest
+        // A gateway's sub-devices: topology, and their sessions on the gateway's connection.
+        case topoAdd, topoDelete, login, logout, batchLogin, batchLogout
     }
 
     package var subscriptions: [(filter: String, qos: Int)] {
@@ -28,6 +30,12 @@ package struct AlinkDialect: Dialect {
             ("/sys/+/+/thing/deviceinfo/delete", 1),
             ("/ota/device/inform/+/+", 1),
             ("/ext/ntp/+/+/request", 1),
+            ("/sys/+/+/thing/topo/add", 1),
+            ("/sys/+/+/thing/topo/delete", 1),
+            ("/ext/session/+/+/combine/login", 1),
+            ("/ext/session/+/+/combine/logout", 1),
+            ("/ext/session/+/+/combine/batch_login", 1),
+            ("/ext/session/+/+/combine/batch_logout", 1),
         ]
     }
 
@@ -60,6 +68,10 @@ package struct AlinkDialect: Dialect {
             found = (levels[4], levels[5], .otaInform)
         case "ext" where levels.count == 6 && levels[2] == "ntp" && levels[5] == "request":
             found = (levels[3], levels[4], .ntpRequest)
+        case "ext" where levels.count == 7 && levels[2] == "session" && levels[5] == "combine":
+            let session: [Substring: Topic] = ["login": .login, "logout": .logout, "batch_login": .batchLogin,
+                                               "batch_logout": .batchLogout]
+            found = session[levels[6]].map { (levels[3], levels[4], $0) }
         default:
             found = nil
         }
@@ -76,6 +88,8 @@ package struct AlinkDialect: Dialect {
         case "service/property/set_reply": .setReply
         case "deviceinfo/update": .tagsUpdate
         case "deviceinfo/delete": .tagsDelete
+        case "topo/add": .topoAdd
+        case "topo/delete": .topoDelete
         case _ where levels.count == 8 && levels[5] == "event" && levels[7] == "post": .eventPost
         default: nil
         }
@@ -87,6 +101,7 @@ package struct AlinkDialect: Dialect {
         case .setReply: .response(.setProperties)
         case .tagsUpdate, .tagsDelete, .otaInform: .info
         case .ntpRequest: .status
+        case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout: .info
         }
     }
 
@@ -128,7 +143,43 @@ package struct AlinkDialect: Dialect {
             return .info(JSONObject([("firmwareVersion", .string(version))]), time: arrival)
         case .ntpRequest:
             return .answeredOnly
+        case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout:
+            return .batch(try Self.subDevices(topic, of: route.device, object, arrival: arrival))
         }
+    }
+
+    /// What a gateway's topology or session message says of its sub-devices: added (linked to the gateway),
+    /// deleted (unlinked), logged in (online, and linked) or out (offline). The signs in them are not checked:
+    /// the agent holds no sub-device's secret, and the broker already let the gateway in.
+    private static func subDevices(_ topic: Topic, of gateway: String, _ object: JSONObject, arrival: Millis)
+        throws(PayloadError) -> [DeviceMessage] {
+        let list: [JSONValue]
+        switch topic {
+        case .batchLogin: list = object["params"]?["deviceList"]?.arrayValue ?? []
+        case .login, .logout: list = object["params"].map { [$0] } ?? []
+        default: list = object["params"]?.arrayValue ?? []
+        }
+        guard !list.isEmpty else { throw PayloadError("names no sub-device ('params')") }
+        var messages: [DeviceMessage] = []
+        for entry in list {
+            guard let pk = entry["productKey"]?.stringValue, let dn = entry["deviceName"]?.stringValue else {
+                throw PayloadError("a sub-device needs 'productKey' and 'deviceName' strings")
+            }
+            let device = deviceID(productKey: pk, deviceName: dn)
+            let linked = JSONObject([("gatewayId", .string(gateway))])
+            switch topic {
+            case .topoAdd:
+                messages.append(DeviceMessage(device, .info(linked, time: arrival)))
+            case .topoDelete:
+                messages.append(DeviceMessage(device, .info(JSONObject([("gatewayId", .null)]), time: arrival)))
+            case .login, .batchLogin:
+                messages.append(DeviceMessage(device, .info(linked, time: arrival)))
+                messages.append(DeviceMessage(device, .status(online: true, time: arrival)))
+            default:
+                messages.append(DeviceMessage(device, .status(online: false, time: arrival)))
+            }
+        }
+        return messages
     }
 
     package func replies(to route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) -> [OutboundMessage] {
@@ -153,18 +204,38 @@ package struct AlinkDialect: Dialect {
                                      ("serverSendTime", .string(String(arrival)))])
             return [OutboundMessage(topic: "/ext/ntp/\(pk)/\(dn)/response",
                                     payload: JSONValue.object(answer).serializedBytes(), qos: 0)]
+        case .topoAdd, .topoDelete:
+            let name = topic == .topoAdd ? "add" : "delete"
+            return [Self.reply(base + "topo/\(name)_reply", to: object, method: "thing.topo.\(name)",
+                               data: Self.named(object["params"]?.arrayValue))]
+        case .login, .logout, .batchLogin, .batchLogout:
+            let name = ["login", "logout", "batch_login", "batch_logout"][topic.rawValue - Topic.login.rawValue]
+            let list = topic == .batchLogin ? object["params"]?["deviceList"]?.arrayValue
+                : topic == .batchLogout ? object["params"]?.arrayValue : object["params"].map { [$0] }
+            let named = Self.named(list)
+            let data: JSONValue = topic == .login || topic == .logout ? named.arrayValue?.first ?? .object([:]) : named
+            return [Self.reply("/ext/session/\(pk)/\(dn)/combine/\(name)_reply", to: object,
+                               method: "combine.\(name)", data: data)]
         case .setReply, .otaInform:
             return []
         }
     }
 
     /// `{"id","code":200,"data":{},"message":"success","version":"1.0","method"}`: every field the SDK checks.
-    private static func reply(_ topic: String, to request: JSONObject, method: String) -> OutboundMessage {
+    private static func reply(_ topic: String, to request: JSONObject, method: String,
+                              data: JSONValue = .object(JSONObject())) -> OutboundMessage {
         let answer = JSONObject([
-            ("id", request["id"] ?? .string("0")), ("code", .integer(200)), ("data", .object(JSONObject())),
+            ("id", request["id"] ?? .string("0")), ("code", .integer(200)), ("data", data),
             ("message", .string("success")), ("version", .string("1.0")), ("method", .string(method)),
         ])
         return OutboundMessage(topic: topic, payload: JSONValue.object(answer).serializedBytes(), qos: 0)
+    }
+
+    /// `[{"productKey","deviceName"}]` of the sub-devices a request named, as its reply's `data`.
+    private static func named(_ list: [JSONValue]?) -> JSONValue {
+        .array((list ?? []).map { entry in
+            .object(JSONObject([("productKey", entry["productKey"] ?? .null), ("deviceName", entry["deviceName"] ?? .null)]))
+        })
     }
 
     // MARK: outbound

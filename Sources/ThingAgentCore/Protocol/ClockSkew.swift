@@ -39,6 +39,14 @@ extension InboundMessage {
             message = .otaProgress(report)
         case .answeredOnly:
             return (self, false)
+        case .batch(let items):
+            var any = false
+            let fixed = items.map { item -> DeviceMessage in
+                let (message, corrected) = item.message.correctingClockSkew(arrival: arrival, maxSkew: maxSkew)
+                any = any || corrected
+                return DeviceMessage(item.device, message)
+            }
+            return (any ? .batch(fixed) : self, any)
         }
         return (message, corrected)
     }

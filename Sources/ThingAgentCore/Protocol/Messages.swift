@@ -34,6 +34,9 @@ package enum InboundMessage: Sendable, Equatable {
     case otaProgress(OTAProgressReport)
     /// A message the dialect answers (`Dialect.replies`) that carries nothing for the cache (an NTP request).
     case answeredOnly
+    /// One wire message about other devices (an Alink gateway's login of its sub-devices): each applied to its
+    /// device in order.
+    indirect case batch([DeviceMessage])
 
     static package func == (lhs: InboundMessage, rhs: InboundMessage) -> Bool {
         switch (lhs, rhs) {
@@ -47,8 +50,20 @@ package enum InboundMessage: Sendable, Equatable {
         case let (.unbind(a), .unbind(b)): return a == b
         case let (.otaProgress(a), .otaProgress(b)): return a == b
         case (.answeredOnly, .answeredOnly): return true
+        case let (.batch(a), .batch(b)): return a == b
         default: return false
         }
+    }
+}
+
+/// A message for one device, inside a `.batch`.
+package struct DeviceMessage: Sendable, Equatable {
+    package var device: String
+    package var message: InboundMessage
+
+    package init(_ device: String, _ message: InboundMessage) {
+        self.device = device
+        self.message = message
     }
 }
 

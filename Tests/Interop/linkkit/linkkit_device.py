@@ -5,7 +5,7 @@ wires it to a local broker and says on stdout what happens.
 
 Usage:
   linkkit_device.py HOST PORT PK DN SECRET [--events alarm,...] [--services reboot,...]
-                  [--auto-answer] [--ota-auto] [--post-on-ready JSON] [--follow-sets] [--ntp-on-ready]
+                  [--auto-answer] [--ota-auto] [--post-on-ready JSON] [--follow-sets] [--ntp-on-ready] [--commands FILE]
                   [--no-stdin] [--log]
 
 Prints one JSON object per line on stdout ({"ev": ...}); SDK debug logs go to stderr with --log.
@@ -318,6 +318,22 @@ class Device(object):
     def run(self):
         signal.signal(signal.SIGTERM, lambda *a: self.quit.set())
         self.lk.connect_async()
+        if self.args.commands:
+            def follower():
+                # Commands appended to the file by the test, one JSON object per line, run in order.
+                done = 0
+                while not self.quit.is_set():
+                    try:
+                        with open(self.args.commands) as f:
+                            lines = f.read().split("\n")
+                    except OSError:
+                        lines = []
+                    for line in lines[done:-1]:
+                        if line.strip():
+                            self.command(json.loads(line))
+                    done = max(done, len(lines) - 1)
+                    time.sleep(0.05)
+            threading.Thread(target=follower, daemon=True).start()
         if not self.args.no_stdin:
             def reader():
                 for line in sys.stdin:
@@ -362,6 +378,7 @@ def parser():
     p.add_argument("--follow-sets", action="store_true", help="post the values of every property set received")
     p.add_argument("--ntp-on-ready", action="store_true", help="send an NTP request once subscribed")
     p.add_argument("--no-stdin", action="store_true", help="run until SIGTERM, no stdin commands")
+    p.add_argument("--commands", default=None, help="also run the commands appended to this file")
     p.add_argument("--log", action="store_true", help="SDK debug log on stderr")
     return p
 

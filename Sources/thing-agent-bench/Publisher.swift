@@ -39,6 +39,17 @@ func propertyReports(count: Int, devices: Int, root: String = "things") -> [(top
     }
 }
 
+/// Alink property posts as Linkkit sends them: `{"id","version","params","method"}`, no times, booleans as 0/1.
+func alinkPosts(count: Int, devices: Int) -> [(topic: String, payload: [UInt8])] {
+    (0..<count).map { n in
+        let payload = """
+            {"id":"\(n / devices + 1)","version":"1.0","params":{"switch_1":\(n % 2),"bright_value":\(10 + n % 990),\
+            "mode":"white"},"method":"thing.event.property.post"}
+            """
+        return ("/sys/a1BenchPK/dev\(n % devices)/thing/event/property/post", Array(payload.utf8))
+    }
+}
+
 func signalReports(count: Int, devices: Int, root: String = "things") -> [(topic: String, payload: [UInt8])] {
     let base: Int64 = 1_764_450_000_000
     return (0..<count).map { n in

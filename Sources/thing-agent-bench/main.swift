@@ -86,6 +86,12 @@ report.add("raw mosquitto_sub, QoS 0 signal reports", "\(format(raw0)) msg/s", "
 let (agent0, agentCPU0) = try await ingest.agent(signals, qos: .atMostOnce)
 report.add("thing-agent, QoS 0 signal reports", "\(format(agent0)) msg/s",
            "ratio \(format(agent0 / raw0, 2)), \(format(agentCPU0, 1)) µs CPU/msg")
+let posts = alinkPosts(count: count, devices: 1000)
+let (rawAlink, rawAlinkCPU) = try await ingest.rawClient(posts, filter: "/sys/+/+/thing/event/+/post", qos: .atLeastOnce)
+report.add("raw mosquitto_sub, QoS 1 Alink property posts", "\(format(rawAlink)) msg/s", "\(format(rawAlinkCPU, 1)) µs CPU/msg")
+let (agentAlink, agentAlinkCPU) = try await ingest.agent(posts, qos: .atLeastOnce, dialects: ["native", "alink"])
+report.add("thing-agent, QoS 1 Alink property posts, each answered", "\(format(agentAlink)) msg/s",
+           "ratio \(format(agentAlink / rawAlink, 2)), \(format(agentAlinkCPU, 1)) µs CPU/msg")
 }
 
 if section("ingest") || section("daemon") {

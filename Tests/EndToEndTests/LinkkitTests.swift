@@ -22,6 +22,7 @@ struct LinkkitTests {
             try await lamp.waitFor("post reply") { $0["ev"] == "prop_post_reply" && $0["code"] == 200 }
             let info = try await harness.waitForInfo("a1PK.lamp1") { $0["properties"]?["bright"] == 40 }
             #expect(info["online"] == true, "online on the evidence of its own traffic: \(info)")
+            #expect(info["productId"] == "a1PK", "its product key is its product")
             // The NTP request is answered with the three times.
             let ntp = try await lamp.waitFor("NTP response") { $0["topic"] == "/ext/ntp/a1PK/lamp1/response" }
             #expect(ntp["payload"]?["serverRecvTime"]?.stringValue != nil, "\(ntp)")

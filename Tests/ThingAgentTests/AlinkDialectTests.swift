@@ -103,6 +103,8 @@ struct AlinkDialectTests {
         let both = Dialects(names: ["native", "alink"], topics: Topics())
         #expect(both.dialect(for: "a1PK.lamp1")?.name == "alink")
         #expect(both.dialect(for: "lamp1")?.name == "native")
+        #expect(both.dialect(for: "my.lamp", productId: "p-light-1")?.name == "native", "its product says native")
+        #expect(both.dialect(for: "a1PK.lamp1", productId: "a1PK")?.name == "alink")
         #expect(Dialects(names: ["alink"], topics: Topics()).dialect(for: "lamp1") == nil)
     }
 }

@@ -412,7 +412,7 @@ public final class Agent: Sendable {
             guard client.state == .connected else {
                 throw .notSent(reason: "not connected to the broker (waitUntilConnected waits for it)")
             }
-            guard let dialect = dialects.dialect(for: deviceId) else {
+            guard let dialect = dialects.dialect(for: deviceId, productId: cache.device(deviceId)?.info.productId) else {
                 throw .unsupported(deviceId: deviceId, reason: "no dialect of this agent addresses it")
             }
             msgId = try tracker.register(deviceId: deviceId, kind: kind)

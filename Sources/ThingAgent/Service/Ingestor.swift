@@ -165,8 +165,7 @@ final class Ingestor: Sendable {
         if journal { sendReplies(routed, payload: message.payload, arrival: now) }
         // A device that announces no status is online on the evidence of its own traffic (not journaled on its
         // own: a replay of the message decides it again).
-        if routed.dialect.trafficMeansOnline, writer.cache.device(device)?.online != true,
-           !apply(.status(online: true, time: now), to: device, topic: message.topic, now: now, raw: nil) {
+        if routed.dialect.trafficMeansOnline, !markOnline(device, routed.dialect, topic: message.topic, now: now) {
             return false
         }
         if case .answeredOnly = decoded {
@@ -207,6 +206,19 @@ final class Ingestor: Sendable {
         }
         if changed { counters.countApplied() } else { counters.countUnchanged() }
         return true
+    }
+
+    /// A device whose dialect announces no status is online on the evidence of its own message; one heard for the
+    /// first time also gets what its id says of it (`Dialect.identity`). Neither is journaled on its own: a replay
+    /// of the message decides both again.
+    private func markOnline(_ device: String, _ dialect: any Dialect, topic: String, now: Millis) -> Bool {
+        let known = writer.cache.device(device)
+        if known == nil, let identity = dialect.identity(of: device),
+           !apply(.info(identity, time: now), to: device, topic: topic, now: now, raw: nil) {
+            return false
+        }
+        guard known?.online != true else { return true }
+        return apply(.status(online: true, time: now), to: device, topic: topic, now: now, raw: nil)
     }
 
     /// Queues the answers the dialect owes the device for a live message (a replay has answered them already).

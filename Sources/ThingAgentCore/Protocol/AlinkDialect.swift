@@ -54,6 +54,11 @@ package struct AlinkDialect: Dialect {
 
     package func addresses(_ device: String) -> Bool { Self.split(device) != nil }
 
+    /// The product key is the device's product: its thing model is `<productKey>.json`.
+    package func identity(of device: String) -> JSONObject? {
+        Self.split(device).map { JSONObject([("productId", .string(String($0.productKey)))]) }
+    }
+
     // MARK: inbound
 
     package func route(_ topic: String) throws(Topics.ParseError) -> DialectRoute? {

@@ -49,6 +49,9 @@ package protocol Dialect: Sendable {
     /// Whether a message of this dialect is itself evidence that the device is online (its devices announce no
     /// status of their own).
     var trafficMeansOnline: Bool { get }
+    /// What the wire says of a device by its id alone, recorded in its information when it is first heard
+    /// (an Alink device's `productId` is its product key); nil for none.
+    func identity(of device: String) -> JSONObject?
     /// Whether requests to `device` go out in this dialect (decided by the form of its id).
     func addresses(_ device: String) -> Bool
     /// `kind` to `device` with `msgId`; nil when the dialect has no such request.
@@ -94,8 +97,16 @@ package struct Dialects: Sendable {
         throw .notAThingTopic
     }
 
-    /// The dialect requests to `device` go out in; nil when none addresses it.
-    package func dialect(for device: String) -> (any Dialect)? {
-        others.first { $0.addresses(device) } ?? native
+    /// The dialect requests to `device` go out in; nil when none addresses it. `productId`, the product the
+    /// cache knows for it, tells a native device whose id merely looks like another dialect's (`my.lamp` of
+    /// product `p-light-1` is no Alink device of product key `my`) from one of that dialect.
+    package func dialect(for device: String, productId: String? = nil) -> (any Dialect)? {
+        others.first { dialect in
+            guard dialect.addresses(device) else { return false }
+            guard let productId, let claimed = dialect.identity(of: device)?["productId"]?.stringValue else {
+                return true
+            }
+            return claimed == productId
+        } ?? native
     }
 }

@@ -31,6 +31,9 @@ package struct NativeDialect: Dialect {
         []
     }
 
+    /// Native devices say everything themselves (`info`).
+    package func identity(of device: String) -> JSONObject? { nil }
+
     /// Every id: `Dialects` asks the native dialect last.
     package func addresses(_ device: String) -> Bool { true }
 

@@ -162,27 +162,33 @@ final class Ingestor: Sendable {
             }
         }
         let raw = journal ? message : nil
+        // A device that announces no status is online on the evidence of its own traffic.
+        if routed.dialect.trafficMeansOnline, !markOnline(device, routed.dialect, now: now) { return false }
+        guard take(decoded, kind: kind, from: device, topic: message.topic, now: now, raw: raw) else { return false }
+        // The answers the platform owes, once the message is kept (a replay answered them the first time).
         if journal { sendReplies(routed, payload: message.payload, arrival: now) }
-        // A device that announces no status is online on the evidence of its own traffic (not journaled on its
-        // own: a replay of the message decides it again).
-        if routed.dialect.trafficMeansOnline, !markOnline(device, routed.dialect, topic: message.topic, now: now) {
-            return false
-        }
-        if case .answeredOnly = decoded {
+        return true
+    }
+
+    /// Applies a decoded message by its kind; false when the journal could not take it.
+    private func take(_ decoded: InboundMessage, kind: InboundKind, from device: String, topic: String, now: Millis,
+                      raw: (topic: String, payload: [UInt8])?) -> Bool {
+        switch decoded {
+        case .answeredOnly:
             counters.countUnchanged()
             return true
-        }
-        if case .batch(let items) = decoded {
-            return applyBatch(items, topic: message.topic, now: now, raw: raw)
-        }
-        if case .response(let response) = decoded, case .response(let request) = kind {
-            return handleResponse(response, to: request, from: device, topic: message.topic, now: now, raw: raw)
-        }
-        if case .otaProgress(let report) = decoded {
-            applyUpgradeProgress(report, from: device, topic: message.topic, now: now)
+        case .batch(let items):
+            return applyBatch(items, topic: topic, now: now, raw: raw)
+        case .response(let response):
+            guard case .response(let request) = kind else { break }
+            return handleResponse(response, to: request, from: device, topic: topic, now: now, raw: raw)
+        case .otaProgress(let report):
+            applyUpgradeProgress(report, from: device, topic: topic, now: now)
             return true
+        default:
+            break
         }
-        return apply(decoded, to: device, topic: message.topic, now: now, raw: raw)
+        return apply(decoded, to: device, topic: topic, now: now, raw: raw)
     }
 
     /// A message about several devices: each applied in order, the whole counted once (applied when any changed).
@@ -190,18 +196,12 @@ final class Ingestor: Sendable {
     private func applyBatch(_ items: [DeviceMessage], topic: String, now: Millis,
                             raw: (topic: String, payload: [UInt8])?) -> Bool {
         var changed = false, journaled = false
-        for item in items where DeviceID.isValid(item.device) {
+        for item in items where DeviceID.isValid(item.device) && hasRoom(for: item.device) {
             defer { journaled = true }
-            do {
-                if case .changed(let changes) = try writer.apply(item.message, to: item.device, now: now,
-                                                                 raw: journaled ? nil : raw), !changes.isEmpty {
-                    changed = true
-                }
-            } catch is JournalError {
-                return false
-            } catch {
-                logger.warning("could not apply a gateway's message for one of its devices", metadata: [
-                    "topic": topic, "device": item.device, "error": "\(error)"])
+            switch applyUncounted(item.message, to: item.device, now: now, raw: journaled ? nil : raw) {
+            case nil: return false
+            case true?: changed = true
+            case false?: break
             }
         }
         if changed { counters.countApplied() } else { counters.countUnchanged() }
@@ -209,16 +209,39 @@ final class Ingestor: Sendable {
     }
 
     /// A device whose dialect announces no status is online on the evidence of its own message; one heard for the
-    /// first time also gets what its id says of it (`Dialect.identity`). Neither is journaled on its own: a replay
-    /// of the message decides both again.
-    private func markOnline(_ device: String, _ dialect: any Dialect, topic: String, now: Millis) -> Bool {
+    /// first time also gets what its id says of it (`Dialect.identity`). Neither is journaled or counted on its
+    /// own: the message is, and a replay of it decides both again. False when the journal failed.
+    private func markOnline(_ device: String, _ dialect: any Dialect, now: Millis) -> Bool {
         let known = writer.cache.device(device)
+        guard known?.online != true, hasRoom(for: device) else { return true }
         if known == nil, let identity = dialect.identity(of: device),
-           !apply(.info(identity, time: now), to: device, topic: topic, now: now, raw: nil) {
+           applyUncounted(.info(identity, time: now), to: device, now: now, raw: nil) == nil {
             return false
         }
-        guard known?.online != true else { return true }
-        return apply(.status(online: true, time: now), to: device, topic: topic, now: now, raw: nil)
+        return applyUncounted(.status(online: true, time: now), to: device, now: now, raw: nil) != nil
+    }
+
+    /// Whether the cache may hold `device`: known, or room for one more (`maxDevices`; the message itself is then
+    /// dropped and counted by `apply`).
+    private func hasRoom(for device: String) -> Bool {
+        writer.cache.count < limits.maxDevices || writer.cache.contains(device)
+    }
+
+    /// Applies one message to the cache without counting it: whether anything changed, nil when the journal
+    /// failed (a store failure is logged and counts as no change).
+    private func applyUncounted(_ message: InboundMessage, to device: String, now: Millis,
+                                raw: (topic: String, payload: [UInt8])?) -> Bool? {
+        do {
+            if case .changed(let changes) = try writer.apply(message, to: device, now: now, raw: raw) {
+                return !changes.isEmpty
+            }
+            return false
+        } catch is JournalError {
+            return nil
+        } catch {
+            logger.warning("could not apply a message for a device", metadata: ["device": device, "error": "\(error)"])
+            return false
+        }
     }
 
     /// Queues the answers the dialect owes the device for a live message (a replay has answered them already).

@@ -137,12 +137,11 @@ public final class Agent: Sendable {
         if apiQueue != nil || provisioning != nil {
             elsewhere = { (apiQueue?.accept($0) ?? false) || (provisioning?.accept($0) ?? false) }
         }
-        let ingestor = Ingestor(dialects: dialects, writer: writer, tracker: tracker, logger: logger,
-                                elsewhere: elsewhere, limits: IngestLimits(configuration))
-        self.ingestor = ingestor
         let replies = role.speaksForTheFleet && !dialects.others.isEmpty ? ReplyQueue() : nil
-        if let replies { ingestor.onReply { replies.enqueue($0) } }
         self.replies = replies
+        let ingestor = Ingestor(dialects: dialects, writer: writer, tracker: tracker, logger: logger,
+                                elsewhere: elsewhere, replies: replies, limits: IngestLimits(configuration))
+        self.ingestor = ingestor
         let report = Self.counterReport(role: role, ingestor: ingestor)
         flusher = Self.makeFlusher(configuration, role: role, writer: writer, report: report, local: local,
                                    logger: logger)

@@ -37,8 +37,11 @@ final class Ingestor: Sendable {
     private let limitsLogged = Mutex<(devices: Set<String>, fleet: Bool)>(([], false))
     /// Cuts the broker connection before the PUBACK of a message that could not be kept goes out.
     private let refuse = Mutex<(@Sendable () -> Void)?>(nil)
-    /// Sends the answers a dialect says the platform owes a device (an Alink post's reply): queued, never waited for.
-    private let reply = Mutex<(@Sendable (OutboundMessage) -> Void)?>(nil)
+    /// Takes the answers a dialect says the platform owes a device (an Alink post's reply): queued, never waited
+    /// for; nil where nobody sends them (the CLI's roles). A `let`, read on every message: a closure kept in a
+    /// `Mutex` and read with `withLock { $0 }` was wrapped in one more reabstraction thunk at every read, and the
+    /// chain made each reply cost more than the last.
+    private let replies: ReplyQueue?
     /// Set when the agent stops: a message waiting for the storage is then left with the broker.
     private let stopping = Atomic<Bool>(false)
     /// While the receive path waits for the storage (uptime nanoseconds of its last round; 0 when not waiting):
@@ -46,8 +49,10 @@ final class Ingestor: Sendable {
     private let holdHeartbeat = Atomic<UInt64>(0)
 
     init(dialects: Dialects, writer: CacheWriter, tracker: RequestTracker, logger: AgentLogger,
-         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil, limits: IngestLimits = IngestLimits()) {
+         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil, replies: ReplyQueue? = nil,
+         limits: IngestLimits = IngestLimits()) {
         self.elsewhere = elsewhere
+        self.replies = replies
         self.limits = limits
         self.dialects = dialects
         self.writer = writer
@@ -70,11 +75,6 @@ final class Ingestor: Sendable {
     /// How to refuse a message: cut the connection so that nothing more, its PUBACK included, reaches the broker.
     func onRefuse(_ body: @escaping @Sendable () -> Void) {
         refuse.withLock { $0 = body }
-    }
-
-    /// How to send a dialect's answers to a device (the daemon's reply queue); none: they are not sent.
-    func onReply(_ body: @escaping @Sendable (OutboundMessage) -> Void) {
-        reply.withLock { $0 = body }
     }
 
     /// The agent stops: a message waiting for the storage is left with the broker.
@@ -246,9 +246,9 @@ final class Ingestor: Sendable {
 
     /// Queues the answers the dialect owes the device for a live message (a replay has answered them already).
     private func sendReplies(_ routed: (dialect: any Dialect, route: DialectRoute), payload: [UInt8], arrival: Millis) {
-        guard let send = reply.withLock({ $0 }) else { return }
-        let replies = payload.withUnsafeBytes { routed.dialect.replies(to: routed.route, payload: $0, arrival: arrival) }
-        for reply in replies { send(reply) }
+        guard let queue = replies else { return }
+        let owed = payload.withUnsafeBytes { routed.dialect.replies(to: routed.route, payload: $0, arrival: arrival) }
+        for reply in owed { queue.enqueue(reply) }
     }
 
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,

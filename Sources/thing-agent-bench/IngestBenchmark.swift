@@ -55,22 +55,12 @@ struct IngestBenchmark {
         }
         let cpu = Measure.cpuSeconds()
         let switches = Measure.contextSwitches()
-        // Another dialect than the native one owes replies: the daemon's whole run publishes them (no event feed,
-        // no API, as in the native runs); the native one alone needs only `start`.
-        let answering = dialects != ["native"]
-        var running: Task<Void, any Error>?
         let seconds = try await Measure.seconds {
-            if answering {
-                running = Task { try await agent.run() }
-            } else {
-                try await agent.start()
-            }
+            try await agent.start()
             while agent.statistics.received < messages.count {
                 try await Task.sleep(for: .milliseconds(2))
             }
         }
-        running?.cancel()
-        _ = try? await running?.value
         let used = Measure.cpuSeconds() - cpu
         print("    agent: \(Double(Measure.contextSwitches() - switches) / Double(messages.count)) context switches/msg")
         let stats = agent.statistics

@@ -51,9 +51,6 @@ public final class Agent: Sendable {
     let topics: Topics
     /// The wire dialects spoken (config `dialects`): what is subscribed, parsed, and how requests go out.
     let dialects: Dialects
-    /// The answers the dialects owe devices, sent by the daemon alone (nil for the other roles, or the native
-    /// dialect alone, which owes none).
-    let replies: ReplyQueue?
     let writer: CacheWriter
     let tracker: RequestTracker
     let ingestor: Ingestor
@@ -137,8 +134,8 @@ public final class Agent: Sendable {
         if apiQueue != nil || provisioning != nil {
             elsewhere = { (apiQueue?.accept($0) ?? false) || (provisioning?.accept($0) ?? false) }
         }
-        let replies = role.speaksForTheFleet && !dialects.others.isEmpty ? ReplyQueue() : nil
-        self.replies = replies
+        // The answers the dialects owe devices go out from the daemon alone (the native dialect owes none).
+        let replies = role.speaksForTheFleet && !dialects.others.isEmpty ? ReplySender() : nil
         let ingestor = Ingestor(dialects: dialects, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, replies: replies, limits: IngestLimits(configuration))
         self.ingestor = ingestor
@@ -161,6 +158,7 @@ public final class Agent: Sendable {
             })
         // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
         ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
+        replies?.use(client)
     }
 
     /// Whether the daemon can keep what it receives: which of its files fail, and whether new messages are left
@@ -259,7 +257,6 @@ public final class Agent: Sendable {
             })
         }
         if let apiQueue { parts.append(Part(name: "API") { await AgentAPI(agent: self, queue: apiQueue).run() }) }
-        if let replies { parts.append(Part(name: "dialect replies") { await replies.run(self.client) }) }
         return parts
     }
 

@@ -37,11 +37,11 @@ final class Ingestor: Sendable {
     private let limitsLogged = Mutex<(devices: Set<String>, fleet: Bool)>(([], false))
     /// Cuts the broker connection before the PUBACK of a message that could not be kept goes out.
     private let refuse = Mutex<(@Sendable () -> Void)?>(nil)
-    /// Takes the answers a dialect says the platform owes a device (an Alink post's reply): queued, never waited
-    /// for; nil where nobody sends them (the CLI's roles). A `let`, read on every message: a closure kept in a
-    /// `Mutex` and read with `withLock { $0 }` was wrapped in one more reabstraction thunk at every read, and the
-    /// chain made each reply cost more than the last.
-    private let replies: ReplyQueue?
+    /// Sends the answers a dialect says the platform owes a device (an Alink post's reply); nil where nobody
+    /// sends them (the CLI's roles). An object, not a closure kept in a `Mutex`: read with `withLock { $0 }` on
+    /// every message, such a closure was wrapped in one more reabstraction thunk at every read, and the chain made
+    /// each reply cost more than the last.
+    private let replies: ReplySender?
     /// Set when the agent stops: a message waiting for the storage is then left with the broker.
     private let stopping = Atomic<Bool>(false)
     /// While the receive path waits for the storage (uptime nanoseconds of its last round; 0 when not waiting):
@@ -49,7 +49,7 @@ final class Ingestor: Sendable {
     private let holdHeartbeat = Atomic<UInt64>(0)
 
     init(dialects: Dialects, writer: CacheWriter, tracker: RequestTracker, logger: AgentLogger,
-         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil, replies: ReplyQueue? = nil,
+         elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil, replies: ReplySender? = nil,
          limits: IngestLimits = IngestLimits()) {
         self.elsewhere = elsewhere
         self.replies = replies
@@ -244,11 +244,11 @@ final class Ingestor: Sendable {
         }
     }
 
-    /// Queues the answers the dialect owes the device for a live message (a replay has answered them already).
+    /// Sends the answers the dialect owes the device for a live message (a replay has answered them already).
     private func sendReplies(_ routed: (dialect: any Dialect, route: DialectRoute), payload: [UInt8], arrival: Millis) {
-        guard let queue = replies else { return }
+        guard let replies else { return }
         let owed = payload.withUnsafeBytes { routed.dialect.replies(to: routed.route, payload: $0, arrival: arrival) }
-        for reply in owed { queue.enqueue(reply) }
+        for reply in owed { replies.send(reply) }
     }
 
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,

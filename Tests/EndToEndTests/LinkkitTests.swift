@@ -9,10 +9,22 @@ import TestSupport
 struct LinkkitTests {
     static let dialects = ["THING_AGENT_DIALECTS": "native,alink"]
 
+    /// A models directory with the product's TSL file, as Alibaba's platform exports it.
+    static func models(_ directory: String) throws -> String {
+        let models = directory + "/models"
+        try FileManager.default.createDirectory(atPath: models, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: repositoryRoot() + "/Tests/Interop/linkkit/a1PK.tsl.json",
+                                        toPath: models + "/a1PK.json")
+        return models
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func postsAreCachedAndAnsweredASetReachesTheDeviceAndRestartsLoseNothing() async throws {
         try await withBroker { broker in
-            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects)
+            let scratch = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: scratch) }
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects.merging(
+                ["THING_AGENT_MODELS": try Self.models(scratch)]) { $1 })
             try await harness.startDaemon()
             let lamp = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "lamp1", flags: [
                 "--post-on-ready", #"{"switch_1":1,"bright":40}"#, "--follow-sets", "--ntp-on-ready",
@@ -27,6 +39,10 @@ struct LinkkitTests {
             let ntp = try await lamp.waitFor("NTP response") { $0["topic"] == "/ext/ntp/a1PK/lamp1/response" }
             #expect(ntp["payload"]?["serverRecvTime"]?.stringValue != nil, "\(ntp)")
 
+            // The product's TSL model checks sets before anything is sent.
+            let tooBright = try await harness.cli(["set", "a1PK.lamp1", "bright=500"])
+            #expect(tooBright.status == 3, "\(tooBright.stdout) \(tooBright.stderr)")
+            #expect(tooBright.stderr.contains("above the maximum 100"), "\(tooBright.stderr)")
             // A set through the CLI (and the daemon): the SDK answers 200, the device posts the value.
             let set = try await harness.cli(["set", "a1PK.lamp1", "bright=70"])
             #expect(set.status == 0, "\(set.stdout) \(set.stderr)")

@@ -141,7 +141,7 @@ struct ThingModelTests {
         configuration.cache.database = directory + "/cache.sqlite"
         configuration.modelsDirectory = directory + "/models"
         #expect(throws: ThingModels.LoadError(.thingModel, source: directory + "/models/broken.json",
-                                              "a: type must be bool, value, enum or string")) {
+                                              "a: type must be bool, value, decimal, enum or string")) {
             try Agent(configuration: configuration)
         }
         configuration.modelsDirectory = shippedModelsDirectory()

@@ -117,7 +117,7 @@ public struct DeviceLink: Sendable, Equatable {
 
     static package func compatible(_ a: PropertySpec.Kind, _ b: PropertySpec.Kind) -> Bool {
         switch (a, b) {
-        case (.bool, .bool), (.value, .value): true
+        case (.bool, .bool), (.value, .value), (.decimal, .decimal), (.value, .decimal), (.decimal, .value): true
         case (.enumeration(let x), .enumeration(let y)): Set(x) == Set(y)
         default: false
         }
@@ -127,6 +127,7 @@ public struct DeviceLink: Sendable, Equatable {
         switch kind {
         case .bool: "bool"
         case .value(let min, let max, let step): "value \(min)...\(max)" + (step.map { " step \($0)" } ?? "")
+        case .decimal(let min, let max, let step): "decimal \(min)...\(max)" + (step.map { " step \($0)" } ?? "")
         case .enumeration(let range): "enum \(range.joined(separator: ","))"
         case .string(let maxlen): "string of at most \(maxlen) bytes"
         }

@@ -30,6 +30,9 @@ public struct PropertySpec: Sendable, Equatable {
         case bool
         /// An integer in `min...max`, on `step` from `min` when a step is given.
         case value(min: Int64, max: Int64, step: Int64?)
+        /// A number (integer or not) in `min...max`, on `step` from `min` when a step is given: an Alink TSL
+        /// `float` or `double`.
+        case decimal(min: Double, max: Double, step: Double?)
         /// One of `range`.
         case enumeration([String])
         /// At most `maxlen` UTF-8 bytes.
@@ -87,6 +90,17 @@ extension PropertySpec {
             // number - min may not fit Int64 (min -2^63, max 2^63-1) but always fits UInt64, as number >= min.
             if let step, step > 1, UInt64(bitPattern: number &- min) % UInt64(step) != 0 {
                 throw broken("\(number) is off the step \(step) (from \(min))")
+            }
+        case .decimal(let min, let max, let step):
+            guard let number = value.doubleValue, number.isFinite else {
+                throw broken("must be a number (decimal), got \(value.serialized())")
+            }
+            guard number >= min else { throw broken("\(number) is below the minimum \(min)") }
+            guard number <= max else { throw broken("\(number) is above the maximum \(max)") }
+            if let step, step > 0 {
+                let steps = (number - min) / step
+                // Within a millionth of a step: 0.1 steps from 0 reach 0.3 as 2.9999999999999996 steps.
+                guard abs(steps - steps.rounded()) <= 1e-6 else { throw broken("\(number) is off the step \(step) (from \(min))") }
             }
         case .enumeration(let range):
             guard let text = value.stringValue else {

@@ -42,6 +42,7 @@ public struct ThingModels: Sendable {
     public static func parse(_ bytes: [UInt8], file: String) throws(LoadError) -> ThingModel {
         func fail(_ reason: String) -> LoadError { LoadError(.thingModel, source: file, reason) }
         let root = try ConfigFile.json(bytes, .thingModel, source: file)
+        if AlinkTSL.matches(root) { return try AlinkTSL.parse(root, fail: fail) }
         guard let productId = root["productId"]?.stringValue, !productId.isEmpty else {
             throw fail("needs a 'productId' string")
         }
@@ -66,6 +67,13 @@ public struct ThingModels: Sendable {
                 let step = entry["step"]?.int64Value
                 if let step, step <= 0 { throw fail("\(code): 'step' must be positive") }
                 kind = .value(min: min, max: max, step: step)
+            case "decimal":
+                guard let min = entry["min"]?.doubleValue, let max = entry["max"]?.doubleValue, min <= max else {
+                    throw fail("\(code): a decimal needs numbers 'min' <= 'max'")
+                }
+                let step = entry["step"]?.doubleValue
+                if let step, step <= 0 { throw fail("\(code): 'step' must be positive") }
+                kind = .decimal(min: min, max: max, step: step)
             case "enum":
                 guard let list = entry["range"]?.arrayValue, !list.isEmpty,
                       case let range = list.compactMap(\.stringValue), range.count == list.count else {
@@ -78,7 +86,7 @@ public struct ThingModels: Sendable {
                 }
                 kind = .string(maxlen: Int(maxlen))
             default:
-                throw fail("\(code): type must be bool, value, enum or string")
+                throw fail("\(code): type must be bool, value, decimal, enum or string")
             }
             properties.append(PropertySpec(code: code, kind: kind, access: access))
         }

@@ -26,6 +26,8 @@ enum PropertyValues {
             let span = Double(max) - Double(min)
             let value = clamped(Double(min) + span * Double.random(in: 0.35...0.55, using: &generator), min, max)
             return .integer(snap(value, min, max, step))
+        case .decimal(let min, let max, _):
+            return .double(((min + (max - min) * Double.random(in: 0.35...0.55, using: &generator)) * 10).rounded() / 10)
         case .enumeration(let range): return .string(range.randomElement(using: &generator)!)
         case .string(let maxlen): return .string(String(labels.randomElement(using: &generator)!.prefix(maxlen)))
         }
@@ -99,6 +101,7 @@ enum SetRefusal {
         switch kind {
         case .bool: value.boolValue != nil
         case .value: if case .integer = value { true } else { false }
+        case .decimal: value.doubleValue != nil
         case .enumeration, .string: value.stringValue != nil
         }
     }

@@ -1,0 +1,67 @@
+import JSON
+
+/// Thing models in Alink's TSL, the JSON Alibaba Cloud's IoT Platform exports for a product
+/// (`{"profile":{"productKey"},"properties":[{"identifier","accessMode","dataType":{"type","specs"}}],...}`), read
+/// beside the agent's own in `modelsDirectory` (docs/protocol.md, "Alink"). Its product is the product key.
+///
+/// The types become the agent's: `int` a value with `min`, `max`, `step`; `float` and `double` a decimal; `bool` a
+/// value 0 or 1 (Alink sends and takes booleans as 0/1); `enum` a value from the smallest to the largest key (its
+/// keys are numbers on the wire); `text` a string of `length`. `date`, `struct` and `array` properties are left
+/// out of the model, so a set of one is refused as unknown. `accessMode` `r` is read-only. Events and services are
+/// not read yet.
+enum AlinkTSL {
+    /// Whether `root` is a TSL document rather than the agent's own model.
+    static func matches(_ root: JSONValue) -> Bool {
+        root["profile"]?.objectValue != nil || root["schema"]?.stringValue?.contains("tsl") == true
+    }
+
+    static func parse(_ root: JSONValue, fail: (String) -> ConfigError) throws(ConfigError) -> ThingModel {
+        guard let productKey = root["profile"]?["productKey"]?.stringValue, !productKey.isEmpty else {
+            throw fail("a TSL model needs 'profile.productKey'")
+        }
+        var properties: [PropertySpec] = []
+        for entry in root["properties"]?.arrayValue ?? [] {
+            guard let code = entry["identifier"]?.stringValue, !code.isEmpty else {
+                throw fail("every TSL property needs an 'identifier'")
+            }
+            guard !properties.contains(where: { $0.code == code }) else { throw fail("\(code) is listed twice") }
+            let access: PropertySpec.Access = entry["accessMode"]?.stringValue == "r" ? .ro : .rw
+            let specs = entry["dataType"]?["specs"]
+            func number(_ key: String) -> Double? {
+                specs?[key]?.stringValue.flatMap(Double.init) ?? specs?[key]?.doubleValue
+            }
+            let kind: PropertySpec.Kind
+            switch entry["dataType"]?["type"]?.stringValue {
+            case "int":
+                guard let min = number("min").flatMap({ Int64(exactly: $0) }),
+                      let max = number("max").flatMap({ Int64(exactly: $0) }), min <= max else {
+                    throw fail("\(code): an int needs whole 'min' <= 'max' in its specs")
+                }
+                let step = number("step").flatMap { Int64(exactly: $0) }.flatMap { $0 > 0 ? $0 : nil }
+                kind = .value(min: min, max: max, step: step)
+            case "float", "double":
+                guard let min = number("min"), let max = number("max"), min <= max else {
+                    throw fail("\(code): a \(entry["dataType"]?["type"]?.stringValue ?? "") needs 'min' <= 'max'")
+                }
+                kind = .decimal(min: min, max: max, step: number("step").flatMap { $0 > 0 ? $0 : nil })
+            case "bool":
+                kind = .value(min: 0, max: 1, step: 1)
+            case "enum":
+                let keys = (specs?.objectValue.map { Array($0.keys) } ?? []).compactMap { Int64($0) }
+                guard let min = keys.min(), let max = keys.max() else { throw fail("\(code): an enum needs number keys") }
+                kind = .value(min: min, max: max, step: 1)
+            case "text":
+                guard let length = number("length").flatMap({ Int(exactly: $0) }), length > 0 else {
+                    throw fail("\(code): a text needs a positive 'length'")
+                }
+                kind = .string(maxlen: length)
+            case "date", "struct", "array":
+                continue
+            default:
+                throw fail("\(code): type must be int, float, double, bool, enum, text, date, struct or array")
+            }
+            properties.append(PropertySpec(code: code, kind: kind, access: access))
+        }
+        return ThingModel(productId: productKey, properties: properties)
+    }
+}

@@ -39,6 +39,14 @@ struct LinkkitTests {
             let ntp = try await lamp.waitFor("NTP response") { $0["topic"] == "/ext/ntp/a1PK/lamp1/response" }
             #expect(ntp["payload"]?["serverRecvTime"]?.stringValue != nil, "\(ntp)")
 
+            // Its firmware version is kept; an event and a tag change are answered as the SDK wants.
+            try lamp.send(#"{"cmd":"ota_inform","version":"1.2.0"}"#)
+            _ = try await harness.waitForInfo("a1PK.lamp1") { $0["firmwareVersion"] == "1.2.0" }
+            try lamp.send(#"{"cmd":"event","id":"alarm","params":{"level":2}}"#)
+            try await lamp.waitFor("event reply") { $0["ev"] == "event_post_reply" && $0["code"] == 200 }
+            try lamp.send(#"{"cmd":"tags_update","tags":{"room":"lab"}}"#)
+            try await lamp.waitFor("tags reply") { $0["ev"] == "deviceinfo_update_reply" && $0["code"] == 200 }
+
             // The product's TSL model checks sets before anything is sent.
             let tooBright = try await harness.cli(["set", "a1PK.lamp1", "bright=500"])
             #expect(tooBright.status == 3, "\(tooBright.stdout) \(tooBright.stderr)")

@@ -104,7 +104,8 @@ package struct AlinkDialect: Dialect {
         switch topic {
         case .propertyPost, .eventPost: .properties
         case .setReply: .response(.setProperties)
-        case .tagsUpdate, .tagsDelete, .otaInform: .info
+        case .tagsUpdate, .tagsDelete: .status
+        case .otaInform: .info
         case .ntpRequest: .status
         case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout: .info
         }
@@ -123,24 +124,10 @@ package struct AlinkDialect: Dialect {
             return .answeredOnly
         case .setReply:
             return .response(try Self.response(object, arrival: arrival))
-        case .tagsUpdate:
-            guard let tags = object["params"]?.arrayValue else { throw PayloadError("tags update has no 'params' list") }
-            var info = JSONObject()
-            for tag in tags {
-                guard let key = tag["attrKey"]?.stringValue, let value = tag["attrValue"]?.stringValue else {
-                    throw PayloadError("a tag needs 'attrKey' and 'attrValue' strings")
-                }
-                info["tag." + key] = .string(value)
-            }
-            return .info(info, time: arrival)
-        case .tagsDelete:
-            guard let tags = object["params"]?.arrayValue else { throw PayloadError("tags delete has no 'params' list") }
-            var info = JSONObject()
-            for tag in tags {
-                guard let key = tag["attrKey"]?.stringValue else { throw PayloadError("a tag needs an 'attrKey' string") }
-                info["tag." + key] = .null
-            }
-            return .info(info, time: arrival)
+        case .tagsUpdate, .tagsDelete:
+            // Answered, so that the SDK is content; the device's information has no place for tags yet.
+            guard object["params"]?.arrayValue != nil else { throw PayloadError("a tags message has no 'params' list") }
+            return .answeredOnly
         case .otaInform:
             guard let version = object["params"]?["version"]?.stringValue else {
                 throw PayloadError("inform needs 'params.version'")

@@ -10,7 +10,7 @@ import ThingAgent
 /// second connection of the user under test, fed by the agent's user.
 @Suite("the shipped broker configuration", .serialized)
 struct ShippedBrokerConfigTests {
-    static let fleet = ["dev1", "dev2", "gw-example", "sub-example-1", "svc-dashboard", "svc-other"]
+    static let fleet = ["dev1", "dev2", "gw-example", "sub-example-1", "svc-dashboard", "svc-other", "lamp1&a1PK"]
     static let agentSide = ["thing-agent", "thing-agent-cli"]
 
     /// A fresh broker, the agent's witness and a connected writer for `user`, for `body`; stops them all after.
@@ -154,6 +154,56 @@ struct ShippedBrokerConfigTests {
                                                  "thing-agent/replies/thing-agent-cli/1",
                                                  "thing-agent/events/gw-example/transfer"],
                                        denied: ["thing-agent/replies/svc-dashboard/1"], marker: "things/dev1/thing/info")
+        }
+    }
+
+    /// The example Alink device block: Linkkit's user `lamp1&a1PK` writes its own posts, set answers, tag changes,
+    /// firmware version and NTP requests, reads its own sets and replies, and nothing of another device.
+    @Test(.timeLimit(.minutes(1)))
+    func anAlinkDeviceWritesAndReadsOnlyItsOwnSysTopics() async throws {
+        let witnessed = ["/sys/#", "/ota/#", "/ext/#"]
+        let broker = try await ShippedBroker(fleetUsers: Self.fleet, agentUsers: Self.agentSide)
+        defer { broker.stop() }
+        let witness = try await BrokerProbe.connect(try broker.client("thing-agent", agentListener: true),
+                                                    subscribing: witnessed)
+        let device = try broker.client("lamp1&a1PK")
+        try await device.connect()
+        let own = "/sys/a1PK/lamp1/thing/"
+        try await expectAccess(device, allowed: [
+            own + "event/property/post", own + "event/alarm/post", own + "service/property/set_reply",
+            own + "deviceinfo/update", own + "deviceinfo/delete", "/ota/device/inform/a1PK/lamp1",
+            "/ext/ntp/a1PK/lamp1/request",
+        ], denied: [
+            "/sys/a1PK/lamp2/thing/event/property/post", own + "service/property/set", own + "event/property/post_reply",
+            "/ota/device/inform/a1PK/lamp2", own + "topo/add", "/ext/session/a1PK/lamp1/combine/batch_login",
+            "things/dev1/thing/properties",
+        ], reaching: witness, marker: own + "event/property/post")
+        await device.disconnect()
+        try await Self.expectReads(broker, "lamp1&a1PK", allowed: [
+            own + "service/property/set", own + "event/property/post_reply", own + "deviceinfo/update_reply",
+            "/ext/ntp/a1PK/lamp1/response",
+        ], denied: ["/sys/a1PK/lamp2/thing/service/property/set", "/ext/ntp/a1PK/lamp2/response"],
+                                   marker: own + "service/property/set")
+        await witness.disconnect()
+    }
+
+    /// The agent's Alink lines: it sends sets and every answer the dialect owes, and no device's post (its NTP
+    /// response, which it cannot read itself, is witnessed by the device in the test above).
+    @Test(.timeLimit(.minutes(1)))
+    func theAgentAnswersAlinkDevicesButWritesNoPost() async throws {
+        try await Self.withWriter("thing-agent", agentListener: true) { broker, agent, _ in
+            let witness = try await BrokerProbe.connect(try broker.client("thing-agent", clientID: "alink-witness",
+                                                                         agentListener: true),
+                                                        subscribing: ["/sys/#", "/ext/#"])
+            try await expectAccess(agent, allowed: [
+                "/sys/a1PK/lamp1/thing/service/property/set", "/sys/a1PK/lamp1/thing/event/property/post_reply",
+                "/sys/a1PK/lamp1/thing/deviceinfo/update_reply", "/sys/a1GW/gw1/thing/topo/add_reply",
+                "/ext/session/a1GW/gw1/combine/batch_login_reply",
+            ], denied: [
+                "/sys/a1PK/lamp1/thing/event/property/post", "/sys/a1PK/lamp1/thing/service/property/set_reply",
+                "/ext/ntp/a1PK/lamp1/request",
+            ], reaching: witness, marker: "/sys/a1PK/lamp1/thing/service/property/set")
+            await witness.disconnect()
         }
     }
 

@@ -103,6 +103,26 @@ struct LinkkitTests {
         }
     }
 
+    /// A Linkkit device announces nothing; with the broker's client events on (`log_dest topic`, as
+    /// deploy/mosquitto.conf has it), its connection is evidence that it is online before it says anything, and its
+    /// end that it is offline.
+    @Test(.timeLimit(.minutes(2)))
+    func theBrokersClientEventsSayWhenADeviceComesAndGoes() async throws {
+        var options = MosquittoBroker.Options()
+        options.extraConfig = "log_dest topic\n"
+        try await withBroker(options) { broker in
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects)
+            try await harness.startDaemon()
+            let quiet = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "quiet1", flags: [],
+                                                logPath: harness.directory + "/quiet1.out")
+            try await quiet.waitFor("subscribed") { $0["ev"] == "ready" }
+            let info = try await harness.waitForInfo("a1PK.quiet1") { $0["online"] == true }
+            #expect(info["properties"]?.objectValue?.isEmpty != false, "it has said nothing: \(info)")
+            await quiet.stop()
+            _ = try await harness.waitForInfo("a1PK.quiet1") { $0["online"] == false }
+        }
+    }
+
     /// A device name outside the id rule is refused and counted, and never reaches the cache.
     @Test(.timeLimit(.minutes(2)))
     func aDeviceNameOutsideTheIdRuleIsCountedAndDropped() async throws {

@@ -204,6 +204,15 @@ struct ShippedBrokerConfigTests {
                 "/ext/ntp/a1PK/lamp1/request",
             ], reaching: witness, marker: "/sys/a1PK/lamp1/thing/service/property/set")
             await witness.disconnect()
+            // The broker's client events reach the agent's user (log_dest topic): a device's connect names it.
+            let events = try await BrokerProbe.connect(try broker.client("thing-agent", clientID: "log-reader",
+                                                                         agentListener: true),
+                                                       subscribing: [BrokerLog.topic])
+            let device = try broker.client("lamp1&a1PK")
+            try await device.connect()
+            try await waitUntil(timeout: .seconds(10)) { events.payloadsContaining("u'lamp1&a1PK'") > 0 }
+            await device.disconnect()
+            await events.disconnect()
         }
     }
 

@@ -80,6 +80,32 @@ struct AlinkDialectTests {
         #expect(throws: PayloadError.self) { try decode("/sys/a1GW/gw1/thing/topo/add", #"{"id":"4","params":[]}"#) }
     }
 
+    @Test func theBrokersClientEventsNameTheDeviceByItsLinkkitClientIdOrUser() throws {
+        let connected = try #require(BrokerLog.event(
+            "1796171600: New client connected from 127.0.0.1:40110 as a1PK&lamp1|securemode=3,signmethod=hmacsha1| (p2, c1, k60, u'lamp1&a1PK')."))
+        #expect(connected.client == "a1PK&lamp1|securemode=3,signmethod=hmacsha1|" && connected.user == "lamp1&a1PK")
+        #expect(connected.connected)
+        #expect(alink.device(forClient: connected.client, user: connected.user) == "a1PK.lamp1")
+        #expect(alink.device(forClient: connected.client, user: nil) == "a1PK.lamp1")
+        #expect(alink.device(forClient: "lamp1&a1PK", user: nil) == "a1PK.lamp1", "use_username_as_clientid")
+        #expect(alink.device(forClient: "dev9", user: nil) == nil)
+        for line in ["1: Client lamp1&a1PK disconnected.", "1: Client lamp1&a1PK closed its connection.",
+                     "1: Client lamp1&a1PK has exceeded timeout, disconnecting.",
+                     "1: Socket error on client lamp1&a1PK, disconnecting.",
+                     "1: Client lamp1&a1PK disconnected due to protocol error."] {
+            let left = try #require(BrokerLog.event(line), "\(line)")
+            #expect(left.client == "lamp1&a1PK" && !left.connected, "\(line)")
+        }
+        #expect(BrokerLog.event("1: New connection from 127.0.0.1:40110 on port 1883.") == nil)
+        let log = BrokerLog(dialects: [alink])
+        let route = try #require(try log.route(BrokerLog.topic))
+        let bytes = Array("1: Client lamp1&a1PK disconnected.".utf8)
+        let message = try bytes.withUnsafeBytes { try log.decode(route, payload: $0, arrival: arrival) }
+        #expect(message == .batch([DeviceMessage("a1PK.lamp1", .status(online: false, time: arrival))]))
+        #expect(Dialects(names: ["native"], topics: Topics()).subscriptions.allSatisfy { $0.filter != BrokerLog.topic },
+                "only with a dialect whose devices announce nothing")
+    }
+
     @Test func otherTopicsAreNotItsAndBadIdsAndPayloadsAreRefused() throws {
         #expect(try alink.route("things/d1/thing/properties") == nil)
         #expect(try alink.route("/sys/a1PK/lamp1/thing/service/property/set") == nil, "its own request")

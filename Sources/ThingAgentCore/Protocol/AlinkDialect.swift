@@ -54,6 +54,21 @@ package struct AlinkDialect: Dialect {
 
     package func addresses(_ device: String) -> Bool { Self.split(device) != nil }
 
+    /// Linkkit's client id is `<pk>&<dn>|securemode=...|` and its user name `<dn>&<pk>` (which a broker with
+    /// `use_username_as_clientid` also uses as the client id).
+    package func device(forClient client: String, user: String?) -> String? {
+        if let user, let amp = user.firstIndex(of: "&") {
+            return Self.deviceID(productKey: user[user.index(after: amp)...], deviceName: user[..<amp])
+        }
+        if let bar = client.firstIndex(of: "|") {
+            let head = client[..<bar]
+            guard let amp = head.firstIndex(of: "&") else { return nil }
+            return Self.deviceID(productKey: head[..<amp], deviceName: head[head.index(after: amp)...])
+        }
+        guard let amp = client.firstIndex(of: "&") else { return nil }
+        return Self.deviceID(productKey: client[client.index(after: amp)...], deviceName: client[..<amp])
+    }
+
     /// The product key is the device's product: its thing model is `<productKey>.json`.
     package func identity(of device: String) -> JSONObject? {
         Self.split(device).map { JSONObject([("productId", .string(String($0.productKey)))]) }

@@ -52,6 +52,9 @@ package protocol Dialect: Sendable {
     /// What the wire says of a device by its id alone, recorded in its information when it is first heard
     /// (an Alink device's `productId` is its product key); nil for none.
     func identity(of device: String) -> JSONObject?
+    /// The device a broker client is (`BrokerLog`), by its client id or user name; nil when it is not one of this
+    /// dialect's devices, or its devices announce their own status.
+    func device(forClient client: String, user: String?) -> String?
     /// Whether requests to `device` go out in this dialect (decided by the form of its id).
     func addresses(_ device: String) -> Bool
     /// `kind` to `device` with `msgId`; nil when the dialect has no such request.
@@ -76,12 +79,14 @@ package struct Dialects: Sendable {
     /// The dialects `names` names (from `names`; others are left out), the native one on `topics`.
     package init(names: [String], topics: Topics) {
         native = names.contains("native") ? NativeDialect(topics: topics) : nil
-        others = names.compactMap { name -> (any Dialect)? in
+        let spoken = names.compactMap { name -> (any Dialect)? in
             switch name {
             case "alink": AlinkDialect()
             default: nil
             }
         }
+        // Devices that announce no status of their own are also followed by the broker's client events.
+        others = spoken + (spoken.contains { $0.trafficMeansOnline } ? [BrokerLog(dialects: spoken)] : [])
     }
 
     package var all: [any Dialect] { (native.map { [$0] } ?? []) + others }

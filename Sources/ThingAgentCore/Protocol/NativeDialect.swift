@@ -31,6 +31,9 @@ package struct NativeDialect: Dialect {
         []
     }
 
+    /// Native devices announce their own status (and a will).
+    package func device(forClient client: String, user: String?) -> String? { nil }
+
     /// Native devices say everything themselves (`info`).
     package func identity(of device: String) -> JSONObject? { nil }
 

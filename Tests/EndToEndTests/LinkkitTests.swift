@@ -123,6 +123,44 @@ struct LinkkitTests {
         }
     }
 
+    /// `ota` to a Linkkit device: the push carries what the SDK needs, the device downloads the image from a local
+    /// HTTP server and checks its SHA-256 with the SDK's own code, reports its progress and then its new version,
+    /// and the command ends with the upgrade succeeded.
+    @Test(.timeLimit(.minutes(3)))
+    func aFirmwareUpgradeReachesALinkkitDeviceAndEndsWhenItReportsTheVersion() async throws {
+        try await withBroker { broker in
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects)
+            try await harness.startDaemon()
+            let site = harness.directory + "/firmware"
+            try FileManager.default.createDirectory(atPath: site, withIntermediateDirectories: true)
+            let image = Array((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            try Data(image).write(to: URL(fileURLWithPath: site + "/fw-1.3.0.bin"))
+            let port = try freeLoopbackPort()
+            defer { releaseLoopbackPort(port) }
+            let server = try DaemonProcess("/usr/bin/python3", ["-m", "http.server", "\(port)", "--bind", "127.0.0.1",
+                                                                "--directory", site],
+                                           logPath: harness.directory + "/http.log")
+            defer { server.signal(SIGKILL) }
+            let lamp = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "lamp1", flags: [
+                "--post-on-ready", #"{"bright":40}"#, "--ota-auto",
+            ], logPath: harness.directory + "/lamp1.out")
+            try await lamp.waitFor("post reply") { $0["ev"] == "prop_post_reply" }
+            try lamp.send(#"{"cmd":"ota_inform","version":"1.2.0"}"#)
+            _ = try await harness.waitForInfo("a1PK.lamp1") { $0["firmwareVersion"] == "1.2.0" }
+            let sha256 = try await runCommand("/usr/bin/sha256sum", [site + "/fw-1.3.0.bin"]).stdout.prefix(64)
+            let ota = try await harness.cli([
+                "ota", "a1PK.lamp1", "--version", "1.3.0", "--url", "http://127.0.0.1:\(port)/fw-1.3.0.bin",
+                "--sha256", String(sha256), "--size", "\(image.count)",
+            ], timeout: .seconds(90))
+            #expect(ota.status == 0, "\(ota.stdout) \(ota.stderr)\n\(lamp.process.log)")
+            #expect(lamp.events.contains { $0["ev"] == "ota_download" && $0["rc"]?.stringValue?.hasSuffix("SUCCESS") == true }, "\(lamp.process.log)")
+            let info = try #require(try await harness.info("a1PK.lamp1"))
+            #expect(info["firmwareVersion"] == "1.3.0")
+            #expect(info["upgrade"]?["stage"] == "succeeded", "\(info)")
+            await lamp.stop()
+        }
+    }
+
     /// A device name outside the id rule is refused and counted, and never reaches the cache.
     @Test(.timeLimit(.minutes(2)))
     func aDeviceNameOutsideTheIdRuleIsCountedAndDropped() async throws {

@@ -172,7 +172,7 @@ struct ShippedBrokerConfigTests {
         try await expectAccess(device, allowed: [
             own + "event/property/post", own + "event/alarm/post", own + "service/property/set_reply",
             own + "deviceinfo/update", own + "deviceinfo/delete", "/ota/device/inform/a1PK/lamp1",
-            "/ext/ntp/a1PK/lamp1/request",
+            "/ota/device/progress/a1PK/lamp1", "/ext/ntp/a1PK/lamp1/request",
         ], denied: [
             "/sys/a1PK/lamp2/thing/event/property/post", own + "service/property/set", own + "event/property/post_reply",
             "/ota/device/inform/a1PK/lamp2", own + "topo/add", "/ext/session/a1PK/lamp1/combine/batch_login",
@@ -181,27 +181,28 @@ struct ShippedBrokerConfigTests {
         await device.disconnect()
         try await Self.expectReads(broker, "lamp1&a1PK", allowed: [
             own + "service/property/set", own + "event/property/post_reply", own + "deviceinfo/update_reply",
-            "/ext/ntp/a1PK/lamp1/response",
-        ], denied: ["/sys/a1PK/lamp2/thing/service/property/set", "/ext/ntp/a1PK/lamp2/response"],
+            "/ext/ntp/a1PK/lamp1/response", "/ota/device/upgrade/a1PK/lamp1",
+        ], denied: ["/sys/a1PK/lamp2/thing/service/property/set", "/ext/ntp/a1PK/lamp2/response",
+                    "/ota/device/upgrade/a1PK/lamp2"],
                                    marker: own + "service/property/set")
         await witness.disconnect()
     }
 
     /// The agent's Alink lines: it sends sets and every answer the dialect owes, and no device's post (its NTP
-    /// response, which it cannot read itself, is witnessed by the device in the test above).
+    /// response and upgrade push, which it cannot read itself, are witnessed by the device in the test above).
     @Test(.timeLimit(.minutes(1)))
     func theAgentAnswersAlinkDevicesButWritesNoPost() async throws {
         try await Self.withWriter("thing-agent", agentListener: true) { broker, agent, _ in
             let witness = try await BrokerProbe.connect(try broker.client("thing-agent", clientID: "alink-witness",
                                                                          agentListener: true),
-                                                        subscribing: ["/sys/#", "/ext/#"])
+                                                        subscribing: ["/sys/#", "/ext/#", "/ota/#"])
             try await expectAccess(agent, allowed: [
                 "/sys/a1PK/lamp1/thing/service/property/set", "/sys/a1PK/lamp1/thing/event/property/post_reply",
                 "/sys/a1PK/lamp1/thing/deviceinfo/update_reply", "/sys/a1GW/gw1/thing/topo/add_reply",
                 "/ext/session/a1GW/gw1/combine/batch_login_reply",
             ], denied: [
                 "/sys/a1PK/lamp1/thing/event/property/post", "/sys/a1PK/lamp1/thing/service/property/set_reply",
-                "/ext/ntp/a1PK/lamp1/request",
+                "/ext/ntp/a1PK/lamp1/request", "/ota/device/progress/a1PK/lamp1",
             ], reaching: witness, marker: "/sys/a1PK/lamp1/thing/service/property/set")
             await witness.disconnect()
             // The broker's client events reach the agent's user (log_dest topic): a device's connect names it.

@@ -106,6 +106,27 @@ struct AlinkDialectTests {
                 "only with a dialect whose devices announce nothing")
     }
 
+    @Test func anUpgradeIsPushedUnansweredAndItsProgressIsTheRunningUpgrades() throws {
+        let image: JSONValue = .object(["version": "1.3.0", "url": "http://fw/1.bin", "sha256": "ABCD", "size": 4096])
+        let push = try #require(alink.request(.otaStart, device: "a1PK.lamp1", msgId: "t9", data: image, time: arrival))
+        #expect(push.topic == "/ota/device/upgrade/a1PK/lamp1" && !push.answered)
+        let payload = try JSONParser.parse(push.payload)
+        #expect(payload["data"]?["signMethod"] == "SHA256" && payload["data"]?["sign"] == "abcd")
+        #expect(payload["data"]?["size"] == 4096 && payload["code"] == "1000" && payload["id"] == 9)
+        let noSize: JSONValue = .object(["version": "1.3.0", "url": "http://fw/1.bin", "sha256": "ab"])
+        #expect(alink.request(.otaStart, device: "a1PK.lamp1", msgId: "t9", data: noSize, time: arrival) == nil,
+                "Linkkit ignores a push without a size")
+        let (_, downloading, _) = try decode("/ota/device/progress/a1PK/lamp1", #"{"id":"1","params":{"step":"40","desc":""}}"#)
+        #expect(downloading == .otaProgress(OTAProgressReport(version: "", stage: .downloading, progress: 40,
+                                                              failedCode: "", time: arrival)))
+        let (_, verify, _) = try decode("/ota/device/progress/a1PK/lamp1", #"{"id":"1","params":{"step":"-3"}}"#)
+        #expect(verify == .otaProgress(OTAProgressReport(version: "", stage: .failed, progress: 0,
+                                                         failedCode: "verify", time: arrival)))
+        #expect(throws: PayloadError.self) {
+            try decode("/ota/device/progress/a1PK/lamp1", #"{"id":"1","params":{"step":"-9"}}"#)
+        }
+    }
+
     @Test func otherTopicsAreNotItsAndBadIdsAndPayloadsAreRefused() throws {
         #expect(try alink.route("things/d1/thing/properties") == nil)
         #expect(try alink.route("/sys/a1PK/lamp1/thing/service/property/set") == nil, "its own request")

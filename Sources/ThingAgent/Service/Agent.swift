@@ -421,7 +421,7 @@ public final class Agent: Sendable {
         } catch {
             return ended(nil, .failure(error))
         }
-        let (topic, bytes) = (outbound.topic, outbound.payload)
+        let (topic, bytes, answered) = (outbound.topic, outbound.payload, outbound.answered)
         // The publish runs beside the wait, as a child task: the wait's timeout also covers a publish held up by a
         // broker that stopped answering (noticed only after the keepalive). Once the wait ends the child is
         // cancelled, which gives up waiting for the PUBACK (the message may still go out).
@@ -430,6 +430,11 @@ public final class Agent: Sendable {
             group.addTask {
                 do throws(MQTTError) {
                     try await client.publish(topic, payload: bytes, qos: .atLeastOnce)
+                    if !answered {
+                        tracker.resolve(deviceId: deviceId, kind: kind, Response(
+                            msgId: msgId, code: 0, message: "sent (the device answers no such request)", data: nil,
+                            time: Timestamp.now()))
+                    }
                 } catch {
                     // Given up because the request already ended: nothing to say.
                     if Task.isCancelled { return }

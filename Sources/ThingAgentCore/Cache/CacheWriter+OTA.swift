@@ -44,7 +44,9 @@ extension CacheWriter {
     @discardableResult
     package func applyUpgradeProgress(_ report: OTAProgressReport, device: String, now: Millis) throws -> OTAUpgrade? {
         try changeUpgrade(device) { current in
-            guard var upgrade = current, upgrade.isRunning, upgrade.image.version == report.version,
+            // An empty version is a dialect's report that names none (Alink's): it is the running upgrade's.
+            guard var upgrade = current, upgrade.isRunning,
+                  report.version.isEmpty || upgrade.image.version == report.version,
                   report.time >= upgrade.reportTime else { return nil }
             if upgrade.stage == report.stage, upgrade.progress == report.progress { return nil }
             upgrade.stage = report.stage

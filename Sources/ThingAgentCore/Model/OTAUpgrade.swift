@@ -68,6 +68,14 @@ package struct OTAProgressReport: Sendable, Equatable {
     /// The stages a device may report (not the agent's own `accepted` and `succeeded`).
     static package let reportable: [OTAStage] = [.downloading, .verifying, .flashing, .rebooting, .failed]
 
+    package init(version: String, stage: OTAStage, progress: Int, failedCode: String, time: Millis) {
+        self.version = version
+        self.stage = stage
+        self.progress = progress
+        self.failedCode = failedCode
+        self.time = time
+    }
+
     static package func decode(_ object: JSONObject, time: Millis) throws(PayloadError) -> OTAProgressReport {
         guard let data = object["data"]?.objectValue else { throw PayloadError("ota progress has no 'data' object") }
         guard let version = data["version"]?.stringValue, !version.isEmpty, version.utf8.count <= 64 else {

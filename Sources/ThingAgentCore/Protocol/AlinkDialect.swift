@@ -16,7 +16,7 @@ package struct AlinkDialect: Dialect {
 
     /// What each topic carries (`DialectRoute.detail`).
     enum Topic: Int {
-        case propertyPost, eventPost, setReply, tagsUpdate, tagsDelete, otaInform, ntpRequest
+        case propertyPost, eventPost, setReply, tagsUpdate, tagsDelete, otaInform, ntpRequest, otaProgress
         // A gateway's sub-devices: topology, and their sessions on the gateway's connection.
         case topoAdd, topoDelete, login, logout, batchLogin, batchLogout
     }
@@ -29,6 +29,7 @@ package struct AlinkDialect: Dialect {
             ("/sys/+/+/thing/deviceinfo/update", 1),
             ("/sys/+/+/thing/deviceinfo/delete", 1),
             ("/ota/device/inform/+/+", 1),
+            ("/ota/device/progress/+/+", 1),
             ("/ext/ntp/+/+/request", 1),
             ("/sys/+/+/thing/topo/add", 1),
             ("/sys/+/+/thing/topo/delete", 1),
@@ -86,6 +87,8 @@ package struct AlinkDialect: Dialect {
             found = Self.sysTopic(levels).map { (levels[2], levels[3], $0) }
         case "ota" where levels.count == 6 && levels[2] == "device" && levels[3] == "inform":
             found = (levels[4], levels[5], .otaInform)
+        case "ota" where levels.count == 6 && levels[2] == "device" && levels[3] == "progress":
+            found = (levels[4], levels[5], .otaProgress)
         case "ext" where levels.count == 6 && levels[2] == "ntp" && levels[5] == "request":
             found = (levels[3], levels[4], .ntpRequest)
         case "ext" where levels.count == 7 && levels[2] == "session" && levels[5] == "combine":
@@ -121,6 +124,7 @@ package struct AlinkDialect: Dialect {
         case .setReply: .response(.setProperties)
         case .tagsUpdate, .tagsDelete: .status
         case .otaInform: .info
+        case .otaProgress: .otaProgress
         case .ntpRequest: .status
         case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout: .info
         }
@@ -150,6 +154,8 @@ package struct AlinkDialect: Dialect {
             return .info(JSONObject([("firmwareVersion", .string(version))]), time: arrival)
         case .ntpRequest:
             return .answeredOnly
+        case .otaProgress:
+            return .otaProgress(try Self.progress(object, arrival: arrival))
         case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout:
             return .batch(try Self.subDevices(topic, of: route.device, object, arrival: arrival))
         }
@@ -223,7 +229,7 @@ package struct AlinkDialect: Dialect {
             let data: JSONValue = topic == .login || topic == .logout ? named.arrayValue?.first ?? .object([:]) : named
             return [Self.reply("/ext/session/\(pk)/\(dn)/combine/\(name)_reply", to: object,
                                method: "combine.\(name)", data: data)]
-        case .setReply, .otaInform:
+        case .setReply, .otaInform, .otaProgress:
             return []
         }
     }
@@ -258,9 +264,44 @@ package struct AlinkDialect: Dialect {
             ])
             return OutboundMessage(topic: "/sys/\(pk)/\(dn)/thing/service/property/set",
                                    payload: JSONValue.object(payload).serializedBytes(), qos: 1)
-        case .getInfo, .wifiScan, .gatewayTransferStart, .otaStart:
+        case .otaStart:
+            // The push Linkkit takes: every one of url, version, size, sign and signMethod, or the device hears
+            // nothing; `SHA256` with the lowercase hex digest (`MD5` in capitals crashes its download). It is not
+            // answered: progress and the new version follow on their own topics.
+            guard let image = data, let url = image["url"]?.stringValue, let version = image["version"]?.stringValue,
+                  let sha256 = image["sha256"]?.stringValue, let size = image["size"]?.int64Value, size > 0 else {
+                return nil
+            }
+            let payload = JSONObject([
+                ("code", .string("1000")), ("id", .integer(Int64(id) ?? 0)), ("message", .string("success")),
+                ("data", .object(JSONObject([
+                    ("size", .integer(size)), ("version", .string(version)), ("url", .string(url)),
+                    ("sign", .string(sha256.lowercased())), ("signMethod", .string("SHA256")),
+                ]))),
+            ])
+            return OutboundMessage(topic: "/ota/device/upgrade/\(pk)/\(dn)",
+                                   payload: JSONValue.object(payload).serializedBytes(), qos: 1, answered: false)
+        case .getInfo, .wifiScan, .gatewayTransferStart:
             return nil
         }
+    }
+
+    /// `{"id","params":{"step","desc"}}`: steps 1 to 99 are the download, 100 its end (the device then flashes and
+    /// reports its new version), -1 a failure, -2 the download, -3 the check of its digest, -4 the flash. The report
+    /// names no version: it is the running upgrade's.
+    private static func progress(_ object: JSONObject, arrival: Millis) throws(PayloadError) -> OTAProgressReport {
+        let step = object["params"]?["step"]
+        guard let number = step?.stringValue.flatMap({ Int($0) }) ?? step?.int64Value.map({ Int($0) }),
+              (-4...100).contains(number) else {
+            throw PayloadError("progress needs 'params.step' from -4 to 100")
+        }
+        let failures = [-1: "device", -2: "download", -3: "verify", -4: "flash"]
+        if let failed = failures[number] {
+            return OTAProgressReport(version: "", stage: .failed, progress: 0, failedCode: failed, time: arrival)
+        }
+        guard number >= 0 else { throw PayloadError("progress needs 'params.step' from -4 to 100") }
+        return OTAProgressReport(version: "", stage: number >= 100 ? .flashing : .downloading,
+                                 progress: min(number, 100), failedCode: "", time: arrival)
     }
 
     /// The agent's `msgId` (`t` and a base-36 counter) as Alink's decimal `id`, and back.

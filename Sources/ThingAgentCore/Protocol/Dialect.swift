@@ -5,11 +5,15 @@ package struct OutboundMessage: Sendable, Equatable {
     package var topic: String
     package var payload: [UInt8]
     package var qos: Int
+    /// False for a request the device never answers (an Alink upgrade push): once the broker has it, it counts
+    /// as accepted, and what follows (progress, the new version) tells the rest.
+    package var answered: Bool
 
-    package init(topic: String, payload: [UInt8], qos: Int) {
+    package init(topic: String, payload: [UInt8], qos: Int, answered: Bool = true) {
         self.topic = topic
         self.payload = payload
         self.qos = qos
+        self.answered = answered
     }
 }
 

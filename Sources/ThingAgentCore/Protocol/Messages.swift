@@ -84,4 +84,12 @@ public struct Response: Sendable, Equatable {
     public var message: String?
     public var data: JSONValue?
     public var time: Millis
+
+    package init(msgId: String, code: Int, message: String?, data: JSONValue?, time: Millis) {
+        self.msgId = msgId
+        self.code = code
+        self.message = message
+        self.data = data
+        self.time = time
+    }
 }

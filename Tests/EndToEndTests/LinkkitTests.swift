@@ -28,6 +28,7 @@ struct LinkkitTests {
             try await harness.startDaemon()
             let lamp = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "lamp1", flags: [
                 "--post-on-ready", #"{"switch_1":1,"bright":40}"#, "--follow-sets", "--ntp-on-ready",
+                "--services", "reboot", "--auto-answer",
             ], logPath: harness.directory + "/lamp1.out")
 
             // The post is answered as the SDK wants it (else it would drop the reply), and cached.
@@ -46,6 +47,11 @@ struct LinkkitTests {
             try await lamp.waitFor("event reply") { $0["ev"] == "event_post_reply" && $0["code"] == 200 }
             try lamp.send(#"{"cmd":"tags_update","tags":{"room":"lab"}}"#)
             try await lamp.waitFor("tags reply") { $0["ev"] == "deviceinfo_update_reply" && $0["code"] == 200 }
+
+            // A service is an action: the SDK hands it to the device, which answers with its output.
+            let action = try await harness.cli(["action", "a1PK.lamp1", "reboot", "delay=1"])
+            #expect(action.status == 0, "\(action.stdout) \(action.stderr)")
+            #expect(action.stdout.contains("echo = {\"delay\":1}"), "\(action.stdout)")
 
             // The product's TSL model checks sets before anything is sent.
             let tooBright = try await harness.cli(["set", "a1PK.lamp1", "bright=500"])

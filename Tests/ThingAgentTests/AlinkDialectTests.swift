@@ -127,6 +127,22 @@ struct AlinkDialectTests {
         }
     }
 
+    @Test func anActionIsAServiceCallAndItsReplyCarriesTheOutput() throws {
+        let data: JSONValue = .object(["actionCode": "reboot", "inputParams": ["delay": 1]])
+        let call = try #require(alink.request(.action, device: "a1PK.lamp1", msgId: "t2s", data: data, time: arrival))
+        #expect(call.topic == "/sys/a1PK/lamp1/thing/service/reboot" && call.answered)
+        let payload = try JSONParser.parse(call.payload)
+        #expect(payload["method"] == "thing.service.reboot" && payload["params"]?["delay"] == 1 && payload["id"] == "100")
+        let (_, reply, _) = try decode("/sys/a1PK/lamp1/thing/service/reboot_reply",
+                                       #"{"id":"100","code":200,"data":{"ok":true}}"#)
+        guard case .response(let response) = reply else { Issue.record("\(reply)"); return }
+        #expect(response.msgId == "t2s" && response.code == 0 && response.data?["outputParams"]?["ok"] == true)
+        let (_, echo, echoReplies) = try decode("/sys/a1PK/lamp1/thing/service/reboot", String(decoding: call.payload, as: UTF8.self))
+        #expect(echo == .answeredOnly && echoReplies.isEmpty, "its own call heard back")
+        let bad: JSONValue = .object(["actionCode": "property", "inputParams": [:]])
+        #expect(alink.request(.action, device: "a1PK.lamp1", msgId: "t2", data: bad, time: arrival) == nil)
+    }
+
     @Test func otherTopicsAreNotItsAndBadIdsAndPayloadsAreRefused() throws {
         #expect(try alink.route("things/d1/thing/properties") == nil)
         #expect(try alink.route("/sys/a1PK/lamp1/thing/service/property/set") == nil, "its own request")

@@ -137,6 +137,16 @@ struct AgentAPI: Sendable {
                                                            force: call.request["force"]?.boolValue ?? false)
             return .object(outcome.apiJSON)
         },
+        Method("action", waits: true) { call in
+            let id = try call.device()
+            guard let name = call.request["name"]?.stringValue else { throw APIError(400, "'name' is missing or not a string") }
+            let params = call.request["params"].map { $0.isNull ? JSONValue.object([:]) : $0 } ?? .object([:])
+            guard let input = params.objectValue else { throw APIError(400, "'params' must be an object") }
+            let timeout = try call.agent.apiTimeout(call.request["timeout"])
+            let outcome = await call.agent.invokeAction(deviceId: id, name: name, params: input, timeout: timeout,
+                                                        force: call.request["force"]?.boolValue ?? false)
+            return .object(outcome.apiJSON)
+        },
         Method("edit", data: { try $0.agent.apiLocalChange("edit", $0.request) }),
         Method("group", data: { try $0.agent.apiLocalChange("group", $0.request) }),
         Method("network", data: { try $0.agent.apiLocalChange("network", $0.request) }),

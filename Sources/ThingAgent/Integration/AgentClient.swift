@@ -193,6 +193,19 @@ public final class AgentClient: Sendable {
         return outcome
     }
 
+    /// Invokes an action of the device through the daemon (`action`); the outcome carries its output parameters.
+    public func invokeAction(deviceId: String, name: String, params: JSONObject = [:], timeout: Duration? = nil,
+                             force: Bool = false) async throws(AgentClientError) -> RequestOutcome {
+        let data = try await call("action", Self.request([
+            ("device", .string(deviceId)), ("name", .string(name)), ("params", .object(params)),
+            ("timeout", Self.seconds(timeout)), ("force", .bool(force)),
+        ]), timeout: requestWait(timeout))
+        guard let outcome = RequestOutcome(apiJSON: data) else {
+            throw .refused(code: 500, message: "the daemon's answer to action is not an outcome", error: nil)
+        }
+        return outcome
+    }
+
     /// Asks the device for fresh information through the daemon (`fetch`); returns the info it was merged into,
     /// as the daemon's answer gives it (no cache file needed), else from the file the daemon wrote before answering.
     public func fetchInfo(_ deviceId: String, timeout: Duration? = nil) async throws -> DeviceInfo {

@@ -17,6 +17,8 @@ package struct AlinkDialect: Dialect {
     /// What each topic carries (`DialectRoute.detail`).
     enum Topic: Int {
         case propertyPost, eventPost, setReply, tagsUpdate, tagsDelete, otaInform, ntpRequest, otaProgress
+        /// A service's reply (an action's answer), and a service call heard back (the agent's own, or a CLI's).
+        case serviceReply, serviceCall
         // A gateway's sub-devices: topology, and their sessions on the gateway's connection.
         case topoAdd, topoDelete, login, logout, batchLogin, batchLogout
     }
@@ -26,6 +28,8 @@ package struct AlinkDialect: Dialect {
             // Property posts and every event's post (`property` is one level like an event's identifier).
             ("/sys/+/+/thing/event/+/post", 1),
             ("/sys/+/+/thing/service/property/set_reply", 1),
+            // Services' calls and replies (`{identifier}` and `{identifier}_reply` are one level).
+            ("/sys/+/+/thing/service/+", 1),
             ("/sys/+/+/thing/deviceinfo/update", 1),
             ("/sys/+/+/thing/deviceinfo/delete", 1),
             ("/ota/device/inform/+/+", 1),
@@ -114,6 +118,7 @@ package struct AlinkDialect: Dialect {
         case "topo/add": .topoAdd
         case "topo/delete": .topoDelete
         case _ where levels.count == 8 && levels[5] == "event" && levels[7] == "post": .eventPost
+        case _ where levels.count == 7 && levels[5] == "service": levels[6].hasSuffix("_reply") ? .serviceReply : .serviceCall
         default: nil
         }
     }
@@ -125,6 +130,8 @@ package struct AlinkDialect: Dialect {
         case .tagsUpdate, .tagsDelete: .status
         case .otaInform: .info
         case .otaProgress: .otaProgress
+        case .serviceReply: .response(.action)
+        case .serviceCall: .status
         case .ntpRequest: .status
         case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout: .info
         }
@@ -156,6 +163,13 @@ package struct AlinkDialect: Dialect {
             return .answeredOnly
         case .otaProgress:
             return .otaProgress(try Self.progress(object, arrival: arrival))
+        case .serviceReply:
+            // The service's output is the action's output parameters.
+            var response = try Self.response(object, arrival: arrival)
+            response.data = .object(["outputParams": object["data"] ?? .object([:])])
+            return .response(response)
+        case .serviceCall:
+            return .answeredOnly
         case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout:
             return .batch(try Self.subDevices(topic, of: route.device, object, arrival: arrival))
         }
@@ -229,7 +243,7 @@ package struct AlinkDialect: Dialect {
             let data: JSONValue = topic == .login || topic == .logout ? named.arrayValue?.first ?? .object([:]) : named
             return [Self.reply("/ext/session/\(pk)/\(dn)/combine/\(name)_reply", to: object,
                                method: "combine.\(name)", data: data)]
-        case .setReply, .otaInform, .otaProgress:
+        case .setReply, .otaInform, .otaProgress, .serviceReply, .serviceCall:
             return []
         }
     }
@@ -281,6 +295,15 @@ package struct AlinkDialect: Dialect {
             ])
             return OutboundMessage(topic: "/ota/device/upgrade/\(pk)/\(dn)",
                                    payload: JSONValue.object(payload).serializedBytes(), qos: 1, answered: false)
+        case .action:
+            // A service call: `/sys/{pk}/{dn}/thing/service/{name}` with the input parameters, answered on `_reply`.
+            guard let name = data?["actionCode"]?.stringValue, Self.isIdentifier(name) else { return nil }
+            let payload = JSONObject([
+                ("id", .string(id)), ("version", .string("1.0")), ("params", data?["inputParams"] ?? .object([:])),
+                ("method", .string("thing.service.\(name)")),
+            ])
+            return OutboundMessage(topic: "/sys/\(pk)/\(dn)/thing/service/\(name)",
+                                   payload: JSONValue.object(payload).serializedBytes(), qos: 1)
         case .getInfo, .wifiScan, .gatewayTransferStart:
             return nil
         }
@@ -302,6 +325,12 @@ package struct AlinkDialect: Dialect {
         guard number >= 0 else { throw PayloadError("progress needs 'params.step' from -4 to 100") }
         return OTAProgressReport(version: "", stage: number >= 100 ? .flashing : .downloading,
                                  progress: min(number, 100), failedCode: "", time: arrival)
+    }
+
+    /// A TSL identifier: letters, digits and `_`, 1 to 50 (one topic level, never `property` or a `_reply`).
+    static func isIdentifier(_ name: String) -> Bool {
+        (1...50).contains(name.utf8.count) && name != "property" && !name.hasSuffix("_reply")
+            && name.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95 }
     }
 
     /// The agent's `msgId` (`t` and a base-36 counter) as Alink's decimal `id`, and back.

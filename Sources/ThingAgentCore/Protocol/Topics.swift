@@ -5,6 +5,8 @@ public enum RequestKind: String, Sendable, CaseIterable {
     case wifiScan = "wifi/scan"
     case gatewayTransferStart = "gateway/transfer/start"
     case otaStart = "ota/start"
+    /// An action (a service) of the device by name, with input parameters; answered with output parameters.
+    case action = "action/execute"
 }
 
 /// What a device-to-agent topic carries.

@@ -67,8 +67,10 @@ extension RequestOutcome {
         let msgId = json["msgId"]?.stringValue
         let result: Result<Response, RequestError>
         if json["outcome"] == "success" {
+            // An action's output parameters travel as the outcome's `outputParams`.
+            let output = json["outputParams"].flatMap { $0.isNull ? nil : JSONValue.object(["outputParams": $0]) }
             result = .success(Response(msgId: msgId ?? "", code: 0, message: json["message"]?.stringValue,
-                                       data: nil, time: 0))
+                                       data: output, time: 0))
         } else {
             guard let error = RequestError(json: json["error"]) else { return nil }
             result = .failure(error)

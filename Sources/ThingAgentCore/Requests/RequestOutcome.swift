@@ -65,7 +65,12 @@ public struct RequestOutcome: Sendable, Equatable {
             ("code", code.map { .integer(Int64($0)) } ?? .null),
             ("message", message.map(JSONValue.string) ?? .null),
             ("elapsedMs", .integer(elapsed.milliseconds)),
-        ])
+        ] + (kind == .action ? [("outputParams", outputParams.map(JSONValue.object) ?? .null)] : []))
+    }
+
+    /// An action's output parameters, from its answer's `data.outputParams`; nil for other requests or none given.
+    public var outputParams: JSONObject? {
+        response?.data?["outputParams"]?.objectValue
     }
 }
 

@@ -139,6 +139,18 @@ final class DeviceRequests: Sendable {
         }
     }
 
+    func invokeAction(deviceId: String, name: String, params: JSONObject, force: Bool) async throws -> RequestOutcome {
+        switch sender {
+        case .daemon(let client):
+            try await daemon {
+                try await client.invokeAction(deviceId: deviceId, name: name, params: params,
+                                              timeout: configuration.requestTimeout, force: force)
+            }
+        case .here(let agent):
+            await agent.invokeAction(deviceId: deviceId, name: name, params: params, force: force)
+        }
+    }
+
     /// Fresh information from the device, merged into the cache by its writer; the snapshot afterwards.
     func fetch(_ deviceId: String) async throws -> DeviceSnapshot? {
         switch sender {

@@ -20,7 +20,7 @@ final class SimulatorConnection: Sendable {
     func attach(_ device: VirtualDevice) async throws {
         devices.withLock { $0[device.id] = device }
         try await client.connect()
-        var requests: [RequestKind] = [.setProperties, .getInfo, .otaStart]
+        var requests: [RequestKind] = [.setProperties, .getInfo, .otaStart, .action]
         if device.plan.abilities.contains(.wifiList) { requests.append(.wifiScan) }
         if device.plan.abilities.contains(.gatewayTransfer) { requests.append(.gatewayTransferStart) }
         try await client.subscribe(requests.map { (topics.request($0, device: device.id), QoS.atLeastOnce) })

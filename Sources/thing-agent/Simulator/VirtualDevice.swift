@@ -214,6 +214,13 @@ final class VirtualDevice: Sendable {
         case .otaStart:
             let (code, message, version) = answerUpgrade(object["data"]?.objectValue)
             return Reaction(publications: [answer(code, message)], startUpgrade: version)
+        case .action:
+            // One action every simulated device has: identify (it blinks), which says how often it blinked.
+            guard object["data"]?["actionCode"]?.stringValue == "identify" else {
+                return Reaction(publications: [answer(1004, "unknown action")])
+            }
+            let times = object["data"]?["inputParams"]?["times"]?.int64Value ?? 3
+            return Reaction(publications: [answer(0, data: .object(["outputParams": .object(["blinked": .integer(times)])]))])
         }
     }
 

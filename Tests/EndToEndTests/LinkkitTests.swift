@@ -147,6 +147,10 @@ struct LinkkitTests {
                                                                 "--directory", site],
                                            logPath: harness.directory + "/http.log")
             defer { server.signal(SIGKILL) }
+            // Our server, listening and serving the image, before anything asks it (python takes a while to start).
+            try await waitUntil(timeout: .seconds(30)) {
+                (try? httpRequest(port: port, path: "/fw-1.3.0.bin"))?.status == 200
+            }
             let lamp = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "lamp1", flags: [
                 "--post-on-ready", #"{"bright":40}"#, "--ota-auto",
             ], logPath: harness.directory + "/lamp1.out")
@@ -154,10 +158,17 @@ struct LinkkitTests {
             try lamp.send(#"{"cmd":"ota_inform","version":"1.2.0"}"#)
             _ = try await harness.waitForInfo("a1PK.lamp1") { $0["firmwareVersion"] == "1.2.0" }
             let sha256 = try await runCommand("/usr/bin/sha256sum", [site + "/fw-1.3.0.bin"]).stdout.prefix(64)
-            let ota = try await harness.cli([
-                "ota", "a1PK.lamp1", "--version", "1.3.0", "--url", "http://127.0.0.1:\(port)/fw-1.3.0.bin",
-                "--sha256", String(sha256), "--size", "\(image.count)",
-            ], timeout: .seconds(90))
+            let ota: ProcessResult
+            do {
+                ota = try await harness.cli([
+                    "ota", "a1PK.lamp1", "--version", "1.3.0", "--url", "http://127.0.0.1:\(port)/fw-1.3.0.bin",
+                    "--sha256", String(sha256), "--size", "\(image.count)", "--timeout", "45",
+                ], timeout: .seconds(60))
+            } catch {
+                let logs = "device:\n\(lamp.process.log)\nhttp:\n\(server.log)\ndaemon:\n\(harness.daemon?.log ?? "")"
+                Issue.record("ota did not end: \(error)\n\(logs)")
+                throw error
+            }
             #expect(ota.status == 0, "\(ota.stdout) \(ota.stderr)\n\(lamp.process.log)")
             #expect(lamp.events.contains { $0["ev"] == "ota_download" && $0["rc"]?.stringValue?.hasSuffix("SUCCESS") == true }, "\(lamp.process.log)")
             let info = try #require(try await harness.info("a1PK.lamp1"))

@@ -70,8 +70,13 @@ extension CacheWriter {
     @discardableResult
     package func applyFirmwareReport(_ version: String, at time: Millis, device: String, now: Millis) throws -> OTAUpgrade? {
         try changeUpgrade(device) { current in
-            guard var upgrade = current, upgrade.isRunning, time > upgrade.reportTime else { return nil }
-            if version == upgrade.image.version || FirmwareVersion(version) == FirmwareVersion(upgrade.image.version) {
+            guard var upgrade = current, upgrade.isRunning else { return nil }
+            let isTarget = version == upgrade.image.version
+                || FirmwareVersion(version) == FirmwareVersion(upgrade.image.version)
+            // The target version in the same millisecond as the last progress report is the device's word too:
+            // a dialect without device times (Alink) stamps both with their arrival, often the same millisecond.
+            guard time > upgrade.reportTime || (isTarget && time == upgrade.reportTime) else { return nil }
+            if isTarget {
                 upgrade.stage = .succeeded
                 upgrade.progress = 100
             } else if upgrade.stage == .rebooting {

@@ -96,7 +96,10 @@ enum OTACommand: Command {
         var request = JSONObject([("device", .string(deviceId)), ("version", .string(image.version)),
                                   ("url", .string(image.url)), ("sha256", .string(image.sha256))])
         if let size = image.size { request["size"] = .integer(size) }
-        let reports = await UpgradeReports.listen(configuration, device: deviceId, version: image.version)
+        // The device's own progress reports, as they come, where they are the native dialect's (another dialect's
+        // progress reaches the command through the cache file alone).
+        let native = configuration.wire.dialect(for: deviceId, productId: device.info.productId)?.name == "native"
+        let reports = native ? await UpgradeReports.listen(configuration, device: deviceId, version: image.version) : nil
         let started: JSONValue
         do {
             started = try await DaemonAPI(configuration: configuration, daemon: daemon).callWaitingForDevice("ota", request)

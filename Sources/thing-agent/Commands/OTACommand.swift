@@ -96,10 +96,7 @@ enum OTACommand: Command {
         var request = JSONObject([("device", .string(deviceId)), ("version", .string(image.version)),
                                   ("url", .string(image.url)), ("sha256", .string(image.sha256))])
         if let size = image.size { request["size"] = .integer(size) }
-        // The device's own progress reports, as they come, where they are the native dialect's (another dialect's
-        // progress reaches the command through the cache file alone).
-        let native = configuration.wire.dialect(for: deviceId, productId: device.info.productId)?.name == "native"
-        let reports = native ? await UpgradeReports.listen(configuration, device: deviceId, version: image.version) : nil
+        let reports = await UpgradeReports.listen(configuration, device: deviceId, version: image.version)
         let started: JSONValue
         do {
             started = try await DaemonAPI(configuration: configuration, daemon: daemon).callWaitingForDevice("ota", request)
@@ -150,7 +147,10 @@ enum OTACommand: Command {
                 if !upgrade.isRunning {
                     // The reports the daemon applied reach this command too: show them all before the end.
                     let settle = ContinuousClock.now + .seconds(10)
-                    while let reports, reports.latest < upgrade.reportTime, ContinuousClock.now < settle {
+                    // Only when it heard the device's reports at all: a device of another dialect (Alink) reports
+                    // on topics this command does not follow, and its progress reaches it through the file alone.
+                    while let reports, reports.latest > 0, reports.latest < upgrade.reportTime,
+                          ContinuousClock.now < settle {
                         try await Task.sleep(for: .milliseconds(20))
                     }
                     showHeard()

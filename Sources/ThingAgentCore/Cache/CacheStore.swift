@@ -17,7 +17,8 @@ final package class CacheStore {
         var options = Database.Options()
         options.readOnly = readOnly
         // SQLite would create the file 0644 under the usual umask; its -wal and -shm take the main file's mode.
-        if !readOnly { PrivateFiles.createIfMissing(path) }
+        // SQLite's in-memory database is no file (the fuzzer's store): making one would leave ":memory:" behind.
+        if !readOnly, path != ":memory:" { PrivateFiles.createIfMissing(path) }
         database = try Database(path: path, options: options)
         if !readOnly {
             _ = try Migrator(CacheSchema.migrations).migrate(database)

@@ -12,9 +12,8 @@ struct AlinkDialectTests {
     func decode(_ topic: String, _ payload: String) throws -> (DialectRoute, InboundMessage, [OutboundMessage]) {
         let route = try #require(try alink.route(topic))
         let bytes = Array(payload.utf8)
-        let message = try bytes.withUnsafeBytes { try alink.decode(route, payload: $0, arrival: arrival) }
-        let replies = bytes.withUnsafeBytes { alink.replies(to: route, payload: $0, arrival: arrival) }
-        return (route, message, replies)
+        let decoded = try bytes.withUnsafeBytes { try alink.decode(route, payload: $0, arrival: arrival) }
+        return (route, decoded.message, decoded.replies)
     }
 
     @Test func aPropertyPostIsTheDevicesPropertiesAndIsAnsweredWithEveryFieldTheSDKChecks() throws {
@@ -100,7 +99,7 @@ struct AlinkDialectTests {
         let log = BrokerLog(dialects: [alink])
         let route = try #require(try log.route(BrokerLog.topic))
         let bytes = Array("1: Client lamp1&a1PK disconnected.".utf8)
-        let message = try bytes.withUnsafeBytes { try log.decode(route, payload: $0, arrival: arrival) }
+        let message = try bytes.withUnsafeBytes { try log.decode(route, payload: $0, arrival: arrival) }.message
         #expect(message == .batch([DeviceMessage("a1PK.lamp1", .status(online: false, time: arrival))]))
         #expect(Dialects(names: ["native"], topics: Topics()).subscriptions.allSatisfy { $0.filter != BrokerLog.topic },
                 "only with a dialect whose devices announce nothing")

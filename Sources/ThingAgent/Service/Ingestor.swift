@@ -143,18 +143,18 @@ final class Ingestor: Sendable {
             drop(.oversized, message.topic, "payload of \(message.payload.count) bytes is over 256 KiB", now: now)
             return true
         }
-        var decoded: InboundMessage
+        var inbound: DialectMessage
         do {
-            decoded = try message.payload.withUnsafeBytes { bytes throws(PayloadError) in
+            inbound = try message.payload.withUnsafeBytes { bytes throws(PayloadError) in
                 try routed.dialect.decode(routed.route, payload: bytes, arrival: now)
             }
         } catch {
             drop(.malformed, message.topic, (error as? PayloadError)?.reason ?? "\(error)", now: now)
             return true
         }
-        let (checked, corrected) = decoded.correctingClockSkew(arrival: now, maxSkew: limits.maxClockSkew)
+        let (checked, corrected) = inbound.message.correctingClockSkew(arrival: now, maxSkew: limits.maxClockSkew)
         if corrected {
-            decoded = checked
+            inbound.message = checked
             counters.countGuard(.clockSkew)
             if limiter.shouldLog(message.topic, now: now) {
                 logger.warning("a time too far ahead of the agent's clock was replaced by the arrival time", metadata: [
@@ -164,9 +164,11 @@ final class Ingestor: Sendable {
         let raw = journal ? message : nil
         // A device that announces no status is online on the evidence of its own traffic.
         if routed.dialect.trafficMeansOnline, !markOnline(device, routed.dialect, now: now) { return false }
-        guard take(decoded, kind: kind, from: device, topic: message.topic, now: now, raw: raw) else { return false }
+        guard take(inbound.message, kind: kind, from: device, topic: message.topic, now: now, raw: raw) else {
+            return false
+        }
         // The answers the platform owes, once the message is kept (a replay answered them the first time).
-        if journal { sendReplies(routed, payload: message.payload, arrival: now) }
+        if journal, let replies { inbound.replies.forEach(replies.send) }
         return true
     }
 
@@ -212,9 +214,10 @@ final class Ingestor: Sendable {
     /// first time also gets what its id says of it (`Dialect.identity`). Neither is journaled or counted on its
     /// own: the message is, and a replay of it decides both again. False when the journal failed.
     private func markOnline(_ device: String, _ dialect: any Dialect, now: Millis) -> Bool {
-        let known = writer.cache.device(device)
-        guard known?.online != true, hasRoom(for: device) else { return true }
-        if known == nil, let identity = dialect.identity(of: device),
+        // On every message of such a device: its status alone, not a copy of its snapshot.
+        let (known, online) = writer.cache.status(of: device)
+        guard online != true, known || hasRoom(for: device) else { return true }
+        if !known, let identity = dialect.identity(of: device),
            applyUncounted(.info(identity, time: now), to: device, now: now, raw: nil) == nil {
             return false
         }
@@ -242,13 +245,6 @@ final class Ingestor: Sendable {
             logger.warning("could not apply a message for a device", metadata: ["device": device, "error": "\(error)"])
             return false
         }
-    }
-
-    /// Sends the answers the dialect owes the device for a live message (a replay has answered them already).
-    private func sendReplies(_ routed: (dialect: any Dialect, route: DialectRoute), payload: [UInt8], arrival: Millis) {
-        guard let replies else { return }
-        let owed = payload.withUnsafeBytes { routed.dialect.replies(to: routed.route, payload: $0, arrival: arrival) }
-        for reply in owed { replies.send(reply) }
     }
 
     private func handleResponse(_ response: Response, to request: RequestKind, from device: String,

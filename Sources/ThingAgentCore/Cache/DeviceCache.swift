@@ -18,6 +18,14 @@ public final class DeviceCache: Sendable {
 
     public var count: Int { devices.withLock { $0.count } }
 
+    /// Whether `id` is cached, and its online status (nil while unknown).
+    package func status(of id: String) -> (known: Bool, online: Bool?) {
+        devices.withLock { devices in
+            guard let index = devices.index(forKey: id) else { return (false, nil) }
+            return (true, devices.values[index].online)
+        }
+    }
+
     public func contains(_ id: String) -> Bool {
         devices.withLock { $0.index(forKey: id) != nil }
     }

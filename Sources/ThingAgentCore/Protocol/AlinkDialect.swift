@@ -108,17 +108,14 @@ package struct AlinkDialect: Dialect {
         return DialectRoute(device: device, kind: Self.kind(found.topic), detail: found.topic.rawValue)
     }
 
-    /// `/sys/{pk}/{dn}/thing/...`, by what follows `thing/`.
+    /// `/sys/{pk}/{dn}/thing/...`, by the levels after `thing` (compared level by level: this runs for every post).
     private static func sysTopic(_ levels: [Substring]) -> Topic? {
-        switch levels[5...].joined(separator: "/") {
-        case "event/property/post": .propertyPost
-        case "service/property/set_reply": .setReply
-        case "deviceinfo/update": .tagsUpdate
-        case "deviceinfo/delete": .tagsDelete
-        case "topo/add": .topoAdd
-        case "topo/delete": .topoDelete
-        case _ where levels.count == 8 && levels[5] == "event" && levels[7] == "post": .eventPost
-        case _ where levels.count == 7 && levels[5] == "service": levels[6].hasSuffix("_reply") ? .serviceReply : .serviceCall
+        switch (levels.count, levels[5]) {
+        case (8, "event") where levels[7] == "post": levels[6] == "property" ? .propertyPost : .eventPost
+        case (8, "service") where levels[6] == "property" && levels[7] == "set_reply": .setReply
+        case (7, "service"): levels[6].hasSuffix("_reply") ? .serviceReply : .serviceCall
+        case (7, "deviceinfo"): levels[6] == "update" ? .tagsUpdate : levels[6] == "delete" ? .tagsDelete : nil
+        case (7, "topo"): levels[6] == "add" ? .topoAdd : levels[6] == "delete" ? .topoDelete : nil
         default: nil
         }
     }
@@ -138,13 +135,19 @@ package struct AlinkDialect: Dialect {
     }
 
     package func decode(_ route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) throws(PayloadError)
-        -> InboundMessage {
+        -> DialectMessage {
         guard let topic = Topic(rawValue: route.detail) else { throw PayloadError("not an Alink topic") }
-        let object = try Self.object(payload)
+        let object = try PayloadDecoder.object(payload)
+        let message = try Self.message(topic, object, device: route.device, arrival: arrival)
+        return DialectMessage(message, replies: Self.replies(topic, object, device: route.device, arrival: arrival))
+    }
+
+    private static func message(_ topic: Topic, _ object: JSONObject, device: String, arrival: Millis)
+        throws(PayloadError) -> InboundMessage {
         switch topic {
         case .propertyPost:
             guard let params = object["params"]?.objectValue else { throw PayloadError("post has no 'params' object") }
-            return .properties(try Self.properties(params, arrival: arrival))
+            return .properties(try PayloadDecoder.properties(params, time: arrival))
         case .eventPost:
             // Events reach the agent's own messages later; the post is answered, and counted as unchanged.
             return .answeredOnly
@@ -171,7 +174,7 @@ package struct AlinkDialect: Dialect {
         case .serviceCall:
             return .answeredOnly
         case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout:
-            return .batch(try Self.subDevices(topic, of: route.device, object, arrival: arrival))
+            return .batch(try Self.subDevices(topic, of: device, object, arrival: arrival))
         }
     }
 
@@ -209,9 +212,10 @@ package struct AlinkDialect: Dialect {
         return messages
     }
 
-    package func replies(to route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) -> [OutboundMessage] {
-        guard let topic = Topic(rawValue: route.detail), let (pk, dn) = Self.split(route.device),
-              let object = try? Self.object(payload) else { return [] }
+    /// The answers the platform owes the device for a message it decoded.
+    private static func replies(_ topic: Topic, _ object: JSONObject, device: String, arrival: Millis)
+        -> [OutboundMessage] {
+        guard let (pk, dn) = split(device) else { return [] }
         let base = "/sys/\(pk)/\(dn)/thing/"
         switch topic {
         case .propertyPost:
@@ -344,37 +348,6 @@ package struct AlinkDialect: Dialect {
     }
 
     // MARK: payload helpers
-
-    private static func object(_ payload: UnsafeRawBufferPointer) throws(PayloadError) -> JSONObject {
-        guard payload.count <= PayloadDecoder.maxPayloadBytes else { throw PayloadError("payload over 256 KiB") }
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse(payload, maxDepth: PayloadDecoder.maxDepth)
-        } catch {
-            throw PayloadError("not valid JSON: \(error)")
-        }
-        guard let object = root.objectValue else { throw PayloadError("payload is not a JSON object") }
-        return object
-    }
-
-    /// Plain values at the arrival time, or `{"value","time"}` with their own.
-    private static func properties(_ params: JSONObject, arrival: Millis) throws(PayloadError)
-        -> [(code: String, value: PropertyValue)] {
-        var values: [(code: String, value: PropertyValue)] = []
-        values.reserveCapacity(params.count)
-        for (code, raw) in params {
-            guard !code.isEmpty, code.utf8.count <= PayloadDecoder.maxPropertyCodeLength else {
-                throw PayloadError("property code '\(code.prefix(80))' is empty or longer than 64 bytes")
-            }
-            if let wrapped = raw.objectValue, let value = wrapped["value"] {
-                let time = try PayloadDecoder.time(wrapped["time"], key: "\(code).time") ?? arrival
-                values.append((code, PropertyValue(value: value, time: time)))
-            } else {
-                values.append((code, PropertyValue(value: raw, time: arrival)))
-            }
-        }
-        return values
-    }
 
     /// A reply to one of the agent's requests: code 200 is success (0 in the agent's terms).
     private static func response(_ object: JSONObject, arrival: Millis) throws(PayloadError) -> Response {

@@ -23,15 +23,15 @@ package struct BrokerLog: Dialect {
     }
 
     package func decode(_ route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) throws(PayloadError)
-        -> InboundMessage {
+        -> DialectMessage {
         let line = String(decoding: payload, as: UTF8.self)
-        guard let event = Self.event(line) else { return .answeredOnly }
+        guard let event = Self.event(line) else { return DialectMessage(.answeredOnly) }
         for dialect in dialects {
             if let device = dialect.device(forClient: event.client, user: event.user), DeviceID.isValid(device) {
-                return .batch([DeviceMessage(device, .status(online: event.connected, time: arrival))])
+                return DialectMessage(.batch([DeviceMessage(device, .status(online: event.connected, time: arrival))]))
             }
         }
-        return .answeredOnly
+        return DialectMessage(.answeredOnly)
     }
 
     /// The client a log line is about, its user where the line names one, and whether it connected or left.
@@ -58,10 +58,6 @@ package struct BrokerLog: Dialect {
             return (String(text[text.index(text.startIndex, offsetBy: 7)..<due.lowerBound]), nil, false)
         }
         return nil
-    }
-
-    package func replies(to route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) -> [OutboundMessage] {
-        []
     }
 
     package func identity(of device: String) -> JSONObject? { nil }

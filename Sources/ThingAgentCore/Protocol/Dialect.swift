@@ -17,6 +17,18 @@ package struct OutboundMessage: Sendable, Equatable {
     }
 }
 
+/// What a dialect made of one message: the message the receive path knows, and the answers the platform owes
+/// the device for it (sent once the message is kept; none for most dialects and messages).
+package struct DialectMessage: Sendable {
+    package var message: InboundMessage
+    package var replies: [OutboundMessage]
+
+    package init(_ message: InboundMessage, replies: [OutboundMessage] = []) {
+        self.message = message
+        self.replies = replies
+    }
+}
+
 /// Where one of a dialect's topics leads: the device it is about, what it carries in the agent's own terms, and
 /// the dialect's own detail (which of its topics) for `decode`.
 package struct DialectRoute: Sendable, Equatable {
@@ -45,11 +57,10 @@ package protocol Dialect: Sendable {
     /// The route of `topic`: nil when the topic is not this dialect's; `.invalidDeviceID` when it is, but names a
     /// device id outside docs/protocol.md's rule.
     func route(_ topic: String) throws(Topics.ParseError) -> DialectRoute?
-    /// The message a payload on `route` carries.
+    /// The message a payload on `route` carries, with the answers the platform owes the device for it (from the
+    /// same parse: the payload is read once).
     func decode(_ route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) throws(PayloadError)
-        -> InboundMessage
-    /// The answers the platform owes the device for this message (empty for most dialects and messages).
-    func replies(to route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) -> [OutboundMessage]
+        -> DialectMessage
     /// Whether a message of this dialect is itself evidence that the device is online (its devices announce no
     /// status of their own).
     var trafficMeansOnline: Bool { get }

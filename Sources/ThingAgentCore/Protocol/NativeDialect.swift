@@ -22,13 +22,10 @@ package struct NativeDialect: Dialect {
         }
     }
 
+    /// The platform owes a native device no answer.
     package func decode(_ route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) throws(PayloadError)
-        -> InboundMessage {
-        try decoder.decode(route.kind, payload: payload, arrival: arrival)
-    }
-
-    package func replies(to route: DialectRoute, payload: UnsafeRawBufferPointer, arrival: Millis) -> [OutboundMessage] {
-        []
+        -> DialectMessage {
+        DialectMessage(try decoder.decode(route.kind, payload: payload, arrival: arrival))
     }
 
     /// Native devices announce their own status (and a will).

@@ -13,16 +13,7 @@ package struct PayloadDecoder: Sendable {
     static package let maxPropertyCodeLength = 64
 
     package func decode(_ kind: InboundKind, payload: UnsafeRawBufferPointer, arrival: Millis) throws(PayloadError) -> InboundMessage {
-        guard payload.count <= Self.maxPayloadBytes else {
-            throw PayloadError("payload of \(payload.count) bytes is over the 256 KiB limit")
-        }
-        let root: JSONValue
-        do {
-            root = try JSONParser.parse(payload, maxDepth: Self.maxDepth)
-        } catch {
-            throw PayloadError("not valid JSON: \(error)")
-        }
-        guard let object = root.objectValue else { throw PayloadError("payload is not a JSON object") }
+        let object = try Self.object(payload)
         let time = try Self.time(object["time"], key: "time") ?? arrival
 
         switch kind {
@@ -41,13 +32,34 @@ package struct PayloadDecoder: Sendable {
 
     private func decodeProperties(_ object: JSONObject, time: Millis) throws(PayloadError) -> InboundMessage {
         guard let data = object["data"]?.objectValue else { throw PayloadError("property report has no 'data' object") }
+        return .properties(try Self.properties(data, time: time))
+    }
+
+    /// A payload as a JSON object, within the size and depth bounds: what every dialect reads first.
+    static package func object(_ payload: UnsafeRawBufferPointer) throws(PayloadError) -> JSONObject {
+        guard payload.count <= maxPayloadBytes else {
+            throw PayloadError("payload of \(payload.count) bytes is over the 256 KiB limit")
+        }
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(payload, maxDepth: maxDepth)
+        } catch {
+            throw PayloadError("not valid JSON: \(error)")
+        }
+        guard let object = root.objectValue else { throw PayloadError("payload is not a JSON object") }
+        return object
+    }
+
+    /// Property codes and values: `{"value": v, "time": t}` carries its own time, anything else is a bare value at
+    /// `time`. Every dialect's property reports.
+    static package func properties(_ data: JSONObject, time: Millis) throws(PayloadError)
+        -> [(code: String, value: PropertyValue)] {
         var values: [(code: String, value: PropertyValue)] = []
         values.reserveCapacity(data.count)
         for (code, raw) in data {
-            guard !code.isEmpty, code.utf8.count <= Self.maxPropertyCodeLength else {
+            guard !code.isEmpty, code.utf8.count <= maxPropertyCodeLength else {
                 throw PayloadError("property code '\(code.prefix(80))' is empty or longer than 64 bytes")
             }
-            // `{"value": v, "time": t}` carries its own time; anything else is a bare value at the message's time.
             if let wrapped = raw.objectValue, let value = wrapped["value"] {
                 let valueTime = try Self.time(wrapped["time"], key: "\(code).time") ?? time
                 values.append((code, PropertyValue(value: value, time: valueTime)))
@@ -55,7 +67,7 @@ package struct PayloadDecoder: Sendable {
                 values.append((code, PropertyValue(value: raw, time: time)))
             }
         }
-        return .properties(values)
+        return values
     }
 
     private func decodeStatus(_ object: JSONObject, time: Millis) throws(PayloadError) -> InboundMessage {

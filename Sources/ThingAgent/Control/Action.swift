@@ -8,18 +8,11 @@ extension Agent {
     /// do not describe actions yet, so the parameters are not checked here: the device answers for them.
     public func invokeAction(deviceId: String, name: String, params: JSONObject = [:], timeout: Duration? = nil,
                              force: Bool = false) async -> RequestOutcome {
-        guard Self.isActionName(name) else {
+        guard RequestKind.isActionName(name) else {
             return RequestOutcome(deviceId: deviceId, kind: .action, msgId: nil, result: .failure(.invalid(
                 "'\(name.prefix(80))' is not an action name (letters, digits and _, 1 to 50)")), elapsed: .zero)
         }
         let data = JSONObject([("actionCode", .string(name)), ("inputParams", .object(params))])
         return await send(.action, to: deviceId, data: .object(data), timeout: timeout, force: force)
-    }
-
-    /// Letters, digits and `_`, 1 to 50: a TSL identifier, and one topic level in any dialect.
-    static func isActionName(_ name: String) -> Bool {
-        (1...50).contains(name.utf8.count) && name.utf8.allSatisfy {
-            ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95
-        }
     }
 }

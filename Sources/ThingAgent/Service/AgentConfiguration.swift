@@ -213,15 +213,7 @@ public struct AgentConfiguration: Sendable, Equatable {
             return true
         }),
         ("dialects", "THING_AGENT_DIALECTS", { c, v in
-            // In the file a list; in the environment and the flag comma-separated.
-            let names: [String]?
-            if let list = v.arrayValue {
-                let texts = list.compactMap(\.stringValue)
-                names = texts.count == list.count ? texts : nil
-            } else {
-                names = v.stringValue.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
-            }
-            guard let names, !names.isEmpty, Set(names).count == names.count,
+            guard let names = stringList(v, trimming: true), !names.isEmpty, Set(names).count == names.count,
                   names.allSatisfy(Dialects.names.contains) else { return false }
             c.dialects = names
             return true
@@ -311,15 +303,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         }),
         ("provisioning", "THING_AGENT_PROVISIONING", { c, v in setBool(&c.provisioning.enabled, v) }),
         ("serviceUsers", "THING_AGENT_SERVICE_USERS", { c, v in
-            // In the file a list; in the environment comma-separated.
-            let names: [String]?
-            if let list = v.arrayValue {
-                let texts = list.compactMap(\.stringValue)
-                names = texts.count == list.count ? texts : nil
-            } else {
-                names = v.stringValue.map { $0.split(separator: ",").map(String.init) }
-            }
-            guard let names, names.allSatisfy({ DeviceID.isValid($0) }) else { return false }
+            guard let names = stringList(v), names.allSatisfy({ DeviceID.isValid($0) }) else { return false }
             c.provisioning.serviceUsers = names
             return true
         }),
@@ -391,6 +375,18 @@ public struct AgentConfiguration: Sendable, Equatable {
         // Strings that look like numbers (a client id "42") still work for string settings.
         if !entry.apply(&self, value), !entry.apply(&self, .string(text)) {
             throw Error(.setting, source: source, key: key, "invalid value '\(text)'")
+        }
+    }
+
+    /// A list of strings: in the file a JSON list, in the environment and flags comma-separated (`trimming`: with
+    /// the spaces around the commas dropped); nil when it is neither.
+    private static func stringList(_ value: JSONValue, trimming: Bool = false) -> [String]? {
+        if let list = value.arrayValue {
+            let texts = list.compactMap(\.stringValue)
+            return texts.count == list.count ? texts : nil
+        }
+        return value.stringValue.map { text in
+            text.split(separator: ",").map { trimming ? $0.trimmingCharacters(in: .whitespaces) : String($0) }
         }
     }
 

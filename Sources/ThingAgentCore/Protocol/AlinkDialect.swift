@@ -331,10 +331,9 @@ package struct AlinkDialect: Dialect {
                                  progress: min(number, 100), failedCode: "", time: arrival)
     }
 
-    /// A TSL identifier: letters, digits and `_`, 1 to 50 (one topic level, never `property` or a `_reply`).
+    /// An action name that is also a service of its own topic: never `property` or a `_reply`.
     static func isIdentifier(_ name: String) -> Bool {
-        (1...50).contains(name.utf8.count) && name != "property" && !name.hasSuffix("_reply")
-            && name.utf8.allSatisfy { ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95 }
+        RequestKind.isActionName(name) && name != "property" && !name.hasSuffix("_reply")
     }
 
     /// The agent's `msgId` (`t` and a base-36 counter) as Alink's decimal `id`, and back.

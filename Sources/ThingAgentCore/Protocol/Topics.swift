@@ -7,6 +7,13 @@ public enum RequestKind: String, Sendable, CaseIterable {
     case otaStart = "ota/start"
     /// An action (a service) of the device by name, with input parameters; answered with output parameters.
     case action = "action/execute"
+
+    /// An action's name: letters, digits and `_`, 1 to 50 (a TSL identifier, and one topic level in any dialect).
+    package static func isActionName(_ name: String) -> Bool {
+        (1...50).contains(name.utf8.count) && name.utf8.allSatisfy {
+            ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95
+        }
+    }
 }
 
 /// What a device-to-agent topic carries.

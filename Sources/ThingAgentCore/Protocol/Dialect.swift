@@ -88,18 +88,17 @@ package struct Dialects: Sendable {
         self.others = others
     }
 
-    /// The names config `dialects` takes.
-    package static let names = ["native", "alink"]
+    /// The dialects beside the native one, by their name in config `dialects`: one table, so that a name the
+    /// config takes always makes its dialect.
+    private static let vendors: [String: @Sendable () -> any Dialect] = ["alink": { AlinkDialect() }]
 
-    /// The dialects `names` names (from `names`; others are left out), the native one on `topics`.
+    /// The names config `dialects` takes.
+    package static let names = ["native"] + vendors.keys.sorted()
+
+    /// The dialects `names` names (unknown names are left out), the native one on `topics`.
     package init(names: [String], topics: Topics) {
         native = names.contains("native") ? NativeDialect(topics: topics) : nil
-        let spoken = names.compactMap { name -> (any Dialect)? in
-            switch name {
-            case "alink": AlinkDialect()
-            default: nil
-            }
-        }
+        let spoken = names.compactMap { Self.vendors[$0]?() }
         // Devices that announce no status of their own are also followed by the broker's client events.
         others = spoken + (spoken.contains { $0.trafficMeansOnline } ? [BrokerLog(dialects: spoken)] : [])
     }

@@ -23,8 +23,12 @@ struct LinkkitTests {
         try await withBroker { broker in
             let scratch = try makeTemporaryDirectory()
             defer { try? FileManager.default.removeItem(atPath: scratch) }
+            // A catalog with a newer image for the product: what the device's own firmware query is answered with.
+            let catalog = scratch + "/firmware.json"
+            try #"{"a1PK":{"version":"1.3.0","url":"http://127.0.0.1:9/fw-1.3.0.bin","sha256":"\#(String(repeating: "ab", count: 32))","size":4096}}"#
+                .write(toFile: catalog, atomically: true, encoding: .utf8)
             let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects.merging(
-                ["THING_AGENT_MODELS": try Self.models(scratch)]) { $1 })
+                ["THING_AGENT_MODELS": try Self.models(scratch), "THING_AGENT_FIRMWARE_CATALOG": catalog]) { $1 })
             try await harness.startDaemon()
             let lamp = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "lamp1", flags: [
                 "--post-on-ready", #"{"switch_1":1,"bright":40}"#, "--follow-sets", "--ntp-on-ready",
@@ -34,7 +38,7 @@ struct LinkkitTests {
             // The post is answered as the SDK wants it (else it would drop the reply), and cached.
             try await lamp.waitFor("post reply") { $0["ev"] == "prop_post_reply" && $0["code"] == 200 }
             let info = try await harness.waitForInfo("a1PK.lamp1") { $0["properties"]?["bright"] == 40 }
-            #expect(info["online"] == true, "online on the evidence of its own traffic: \(info)")
+            #expect(info["online"] == true && info["presence"] == "traffic", "online on the evidence of its own traffic: \(info)")
             #expect(info["productId"] == "a1PK", "its product key is its product")
             // The NTP request is answered with the three times.
             let ntp = try await lamp.waitFor("NTP response") { $0["topic"] == "/ext/ntp/a1PK/lamp1/response" }
@@ -45,8 +49,22 @@ struct LinkkitTests {
             _ = try await harness.waitForInfo("a1PK.lamp1") { $0["firmwareVersion"] == "1.2.0" }
             try lamp.send(#"{"cmd":"event","id":"alarm","params":{"level":2}}"#)
             try await lamp.waitFor("event reply") { $0["ev"] == "event_post_reply" && $0["code"] == 200 }
-            try lamp.send(#"{"cmd":"tags_update","tags":{"room":"lab"}}"#)
+            try lamp.send(#"{"cmd":"tags_update","tags":{"room":"lab","rack":"3"}}"#)
             try await lamp.waitFor("tags reply") { $0["ev"] == "deviceinfo_update_reply" && $0["code"] == 200 }
+            // Both kept: the event as the latest of its name, the tags in the device's information.
+            let kept = try await harness.waitForInfo("a1PK.lamp1") {
+                $0["events"]?["alarm"]?["params"]?["level"] == 2 && $0["tags"]?["rack"] == "3"
+            }
+            #expect(kept["tags"] == .object(["room": "lab", "rack": "3"]), "\(kept)")
+            try lamp.send(#"{"cmd":"tags_delete","keys":["rack"]}"#)
+            _ = try await harness.waitForInfo("a1PK.lamp1") { $0["tags"] == .object(["room": "lab"]) }
+            let text = try await harness.cli(["info", "a1PK.lamp1"])
+            #expect(text.stdout.contains("alarm") && text.stdout.contains("on the evidence of its own traffic"),
+                    "\(text.stdout)")
+            // The device asks for its firmware: the catalog's newer image for its product, as the SDK takes it.
+            try lamp.send(#"{"cmd":"ota_get"}"#)
+            let offered = try await lamp.waitFor("the firmware answer") { $0["ev"] == "ota" && $0["notice_type"] == 2 }
+            #expect(offered["version"] == "1.3.0" && offered["url"] == "http://127.0.0.1:9/fw-1.3.0.bin", "\(offered)")
 
             // A service is an action: the SDK hands it to the device, which answers with its output.
             let action = try await harness.cli(["action", "a1PK.lamp1", "reboot", "delay=1"])

@@ -51,8 +51,15 @@ struct AlinkDialectTests {
     @Test func tagsFirmwareAndNTP() throws {
         let (_, tags, tagReply) = try decode("/sys/a1PK/lamp1/thing/deviceinfo/update",
             #"{"id":"3","version":"1.0","params":[{"attrKey":"room","attrValue":"lab"}],"method":"thing.deviceinfo.update"}"#)
-        #expect(tags == .answeredOnly, "answered; not kept yet")
+        #expect(tags == .tags(update: [("room", "lab")], delete: [], time: arrival))
         #expect(tagReply.first?.topic == "/sys/a1PK/lamp1/thing/deviceinfo/update_reply")
+        let (_, removed, removeReply) = try decode("/sys/a1PK/lamp1/thing/deviceinfo/delete",
+            #"{"id":"4","version":"1.0","params":[{"attrKey":"room"}],"method":"thing.deviceinfo.delete"}"#)
+        #expect(removed == .tags(update: [], delete: ["room"], time: arrival))
+        #expect(removeReply.first?.topic == "/sys/a1PK/lamp1/thing/deviceinfo/delete_reply")
+        #expect(throws: PayloadError.self) {
+            try decode("/sys/a1PK/lamp1/thing/deviceinfo/update", #"{"id":"5","params":[{"attrKey":"room"}]}"#)
+        }
         let (_, version, _) = try decode("/ota/device/inform/a1PK/lamp1", #"{"id":1,"params":{"version":"1.2.0"}}"#)
         #expect(version == .info(["firmwareVersion": "1.2.0"], time: arrival))
         let (_, ntp, ntpReply) = try decode("/ext/ntp/a1PK/lamp1/request", #"{"deviceSendTime":"1699999999000"}"#)
@@ -71,11 +78,11 @@ struct AlinkDialectTests {
         let (_, login, loginReply) = try decode("/ext/session/a1GW/gw1/combine/batch_login",
             #"{"id":"2","params":{"signMethod":"hmacSha256","deviceList":[{"productKey":"a1SUB","deviceName":"sub1"}]}}"#)
         #expect(login == .batch([DeviceMessage("a1SUB.sub1", .info(["gatewayId": "a1GW.gw1"], time: arrival)),
-                                 DeviceMessage("a1SUB.sub1", .status(online: true, time: arrival))]))
+                                 DeviceMessage("a1SUB.sub1", .status(online: true, time: arrival, via: .session))]))
         #expect(loginReply.first?.topic == "/ext/session/a1GW/gw1/combine/batch_login_reply")
         let (_, logout, _) = try decode("/ext/session/a1GW/gw1/combine/batch_logout",
                                         #"{"id":"3","params":[{"productKey":"a1SUB","deviceName":"sub1"}]}"#)
-        #expect(logout == .batch([DeviceMessage("a1SUB.sub1", .status(online: false, time: arrival))]))
+        #expect(logout == .batch([DeviceMessage("a1SUB.sub1", .status(online: false, time: arrival, via: .session))]))
         #expect(throws: PayloadError.self) { try decode("/sys/a1GW/gw1/thing/topo/add", #"{"id":"4","params":[]}"#) }
     }
 
@@ -100,7 +107,7 @@ struct AlinkDialectTests {
         let route = try #require(try log.route(BrokerLog.topic))
         let bytes = Array("1: Client lamp1&a1PK disconnected.".utf8)
         let message = try bytes.withUnsafeBytes { try log.decode(route, payload: $0, arrival: arrival) }.message
-        #expect(message == .batch([DeviceMessage("a1PK.lamp1", .status(online: false, time: arrival))]))
+        #expect(message == .batch([DeviceMessage("a1PK.lamp1", .status(online: false, time: arrival, via: .broker))]))
         #expect(Dialects(names: ["native"], topics: Topics()).subscriptions.allSatisfy { $0.filter != BrokerLog.topic },
                 "only with a dialect whose devices announce nothing")
     }
@@ -168,5 +175,39 @@ struct AlinkDialectTests {
         #expect(both.dialect(for: "my.lamp", productId: "p-light-1")?.name == "native", "its product says native")
         #expect(both.dialect(for: "a1PK.lamp1", productId: "a1PK")?.name == "alink")
         #expect(Dialects(names: ["alink"], topics: Topics()).dialect(for: "lamp1") == nil)
+    }
+
+    @Test func anEventIsItsIdentifierAndValueAndIsAnswered() throws {
+        let (route, event, replies) = try decode("/sys/a1PK/lamp1/thing/event/alarm/post",
+            #"{"id":"8","version":"1.0","params":{"value":{"level":2}},"method":"thing.event.alarm.post"}"#)
+        #expect(route.kind == .event)
+        #expect(event == .event(ThingEvent(name: "alarm", params: .object(["level": 2]), time: arrival)))
+        #expect(replies.first?.topic == "/sys/a1PK/lamp1/thing/event/alarm/post_reply")
+        #expect(try JSONParser.parse(try #require(replies.first).payload)["id"] == "8")
+        #expect(throws: PayloadError.self) {
+            try decode("/sys/a1PK/lamp1/thing/event/alarm/post", #"{"id":"9","params":{"value":[1]}}"#)
+        }
+    }
+
+    @Test func firmwareAndTopologyQueriesAreAnsweredFromWhatTheAgentKnows() throws {
+        let (_, firmware, none) = try decode("/sys/a1PK/lamp1/thing/ota/firmware/get", #"{"id": 12, "params": {}}"#)
+        #expect(firmware == .query(DeviceQuery(.firmware, id: 12)) && none.isEmpty, "answered by the agent")
+        let image = FirmwareCatalog.Image(version: "1.3.0", url: "http://h/fw.bin", sha256: "AB12", size: 4096)
+        let offer = try #require(alink.answer(DeviceQuery(.firmware, id: 12), device: "a1PK.lamp1",
+                                              with: .firmware(image)))
+        #expect(offer.topic == "/sys/a1PK/lamp1/thing/ota/firmware/get_reply")
+        let data = try JSONParser.parse(offer.payload)
+        #expect(data["id"] == 12 && data["code"] == 200 && data["data"]?["version"] == "1.3.0")
+        #expect(data["data"]?["sign"] == "ab12" && data["data"]?["signMethod"] == "SHA256" && data["data"]?["size"] == 4096)
+        let nothing = try #require(alink.answer(DeviceQuery(.firmware, id: 13), device: "a1PK.lamp1", with: .firmware(nil)))
+        #expect(try JSONParser.parse(nothing.payload)["data"] == .object([:]), "no newer image: empty data")
+
+        let (_, topo, _) = try decode("/sys/a1GW/gw1/thing/topo/get", #"{"id":"14","params":{}}"#)
+        #expect(topo == .query(DeviceQuery(.subDevices, id: "14")))
+        let list = try #require(alink.answer(DeviceQuery(.subDevices, id: "14"), device: "a1GW.gw1",
+                                             with: .subDevices(["a1SUB.sub1", "native-sub"])))
+        #expect(list.topic == "/sys/a1GW/gw1/thing/topo/get_reply")
+        let sub = try JSONParser.parse(list.payload)["data"]
+        #expect(sub == .array([.object(["productKey": "a1SUB", "deviceName": "sub1"])]), "only Alink sub-devices")
     }
 }

@@ -135,7 +135,7 @@ struct CacheRulesTests {
             #expect(columns[field.column] == (field.type.isInteger ? "INTEGER" : "TEXT"), "column \(field.column)")
         }
         for column in CacheSchema.stateColumns {
-            #expect(columns[column] == "INTEGER", "column \(column)")
+            #expect(columns[column] == (column == "presence" ? "TEXT" : "INTEGER"), "column \(column)")
         }
     }
 }

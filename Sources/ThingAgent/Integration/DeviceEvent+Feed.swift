@@ -52,6 +52,9 @@ extension DeviceEvent {
         case "activated":
             guard let pairing = payload["pairing"]?.stringValue else { return nil }
             self = .activated(deviceId: device, pairing: pairing, gatewayId: payload["gatewayId"]?.stringValue)
+        case "event":
+            guard let event = ThingEvent(json: payload["data"]) else { return nil }
+            self = .eventReported(deviceId: device, event: event)
         default:
             return nil
         }

@@ -14,7 +14,7 @@ enum EventPublisher {
     static let kindNames: [(kind: DeviceEventKinds, name: String)] = [
         (.properties, "properties"), (.status, "status"), (.signal, "signal"), (.info, "info"),
         (.transfer, "transfer"), (.offlineWarning, "offline"), (.backOnline, "online"), (.ota, "ota"),
-        (.link, "link"), (.activated, "activated"),
+        (.link, "link"), (.activated, "activated"), (.events, "event"),
     ]
 
     static func kindName(_ event: DeviceEvent) -> String {
@@ -65,6 +65,8 @@ enum EventPublisher {
         case .activated(_, let pairing, let gateway):
             object["pairing"] = .string(pairing)
             object["gatewayId"] = gateway.map(JSONValue.string) ?? .null
+        case .eventReported(_, let event):
+            object["data"] = .object(event.json)
         }
         return object
     }

@@ -158,7 +158,7 @@ public final class Agent: Sendable {
             })
         // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
         ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
-        replies?.use(client)
+        replies?.use(client, agent: self)
     }
 
     /// Whether the daemon can keep what it receives: which of its files fail, and whether new messages are left

@@ -164,6 +164,12 @@ final class Ingestor: Sendable {
         let raw = journal ? message : nil
         // A device that announces no status is online on the evidence of its own traffic.
         if routed.dialect.trafficMeansOnline, !markOnline(device, routed.dialect, now: now) { return false }
+        if case .query(let query) = inbound.message {
+            // Nothing to keep; a live question is answered (a replay's was, the first time).
+            if journal { replies?.answer(query, from: device, in: routed.dialect) }
+            counters.countUnchanged()
+            return true
+        }
         guard take(inbound.message, kind: kind, from: device, topic: message.topic, now: now, raw: raw) else {
             return false
         }
@@ -221,7 +227,7 @@ final class Ingestor: Sendable {
            applyUncounted(.info(identity, time: now), to: device, now: now, raw: nil) == nil {
             return false
         }
-        return applyUncounted(.status(online: true, time: now), to: device, now: now, raw: nil) != nil
+        return applyUncounted(.status(online: true, time: now, via: .traffic), to: device, now: now, raw: nil) != nil
     }
 
     /// Whether the cache may hold `device`: known, or room for one more (`maxDevices`; the message itself is then

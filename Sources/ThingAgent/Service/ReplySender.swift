@@ -8,15 +8,35 @@ import ThingAgentCore
 /// Alink backlog's drain to a third of the raw client's. A reply that cannot go out (not connected) is lost, as one
 /// to a device that is away would be: the device sends its message again.
 final class ReplySender: Sendable {
-    /// The daemon's client, set once it exists (weakly: the client's handler holds the ingestor, which holds this).
+    /// The daemon's client, set once it exists (weakly: the client's handler holds the ingestor, which holds this),
+    /// and the agent whose catalog and cache answer devices' questions.
     private struct Target {
         weak var client: MQTTClient?
+        weak var agent: Agent?
     }
 
     private let target = Mutex(Target())
 
-    func use(_ client: MQTTClient) {
-        target.withLock { $0.client = client }
+    func use(_ client: MQTTClient, agent: Agent) {
+        target.withLock {
+            $0.client = client
+            $0.agent = agent
+        }
+    }
+
+    /// Answers a device's question (`InboundMessage.query`) from the agent's firmware catalog or cache.
+    func answer(_ query: DeviceQuery, from device: String, in dialect: any Dialect) {
+        guard let agent = target.withLock({ $0.agent }) else { return }
+        let known: QueryAnswer
+        switch query.kind {
+        case .firmware:
+            let info = agent.cache.device(device)?.info
+            let image = agent.firmwareCatalog.latest(for: info?.productId)
+            known = .firmware(image.flatMap { FirmwareVersion.isNewer($0.version, than: info?.firmwareVersion) ? $0 : nil })
+        case .subDevices:
+            known = .subDevices(agent.cache.subDevices(of: device).map(\.id))
+        }
+        if let message = dialect.answer(query, device: device, with: known) { send(message) }
     }
 
     func send(_ message: OutboundMessage) {

@@ -226,6 +226,19 @@ package enum CacheSchema {
         Migration(version: 10, name: "a used pairing's answer", sql: """
             ALTER TABLE pairings ADD COLUMN answer TEXT;
             """),
+        // Device events (the latest of each name), how the agent knows a device's presence (`announced`,
+        // `session`, `traffic`, `broker`), and the tags in a device's information.
+        Migration(version: 11, name: "device events, presence source, tags", sql: """
+            CREATE TABLE device_events (
+                dev_id TEXT NOT NULL REFERENCES devices(dev_id) ON DELETE CASCADE,
+                name   TEXT NOT NULL,
+                params TEXT NOT NULL,
+                time   INTEGER NOT NULL,
+                PRIMARY KEY (dev_id, name)
+            ) WITHOUT ROWID;
+            ALTER TABLE devices ADD COLUMN presence TEXT;
+            ALTER TABLE devices ADD COLUMN tags TEXT;
+            """),
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).
@@ -247,7 +260,7 @@ package enum CacheSchema {
     /// Columns of `devices` that are not info fields, in the order `CacheStore` binds them.
     static package let stateColumns = [
         "info_time", "online", "status_time", "status_changed_at", "wifi_signal_time", "rsrp_time",
-        "first_seen", "updated_at",
+        "first_seen", "updated_at", "presence",
     ]
 
     static package var deviceColumns: [String] { ["dev_id"] + DeviceInfo.fields.map(\.column) + stateColumns }
@@ -262,7 +275,7 @@ package enum CacheSchema {
     }
 
     /// Deletes everything the file keeps about a device: its cached row (properties and transfer go with it by
-    /// cascade), the local tables of migration 3, its scene actions and link memberships (`RemovalMoves`), the
+    /// cascade, and so do its events), the local tables of migration 3, its scene actions and link memberships (`RemovalMoves`), the
     /// upgrades of migration 5 and the provisioned device of migration 7, which have no foreign keys to cascade from.
     static package func deleteDevice(_ id: String, in db: Database) throws -> Bool {
         try db.transaction(.immediate) {

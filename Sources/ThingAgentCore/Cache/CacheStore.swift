@@ -11,6 +11,7 @@ final package class CacheStore {
     private let upsertProperty: Statement
     private let touchDevice: Statement
     private let upsertTransfer: Statement
+    private let upsertEvent: Statement
 
     /// Opens (or creates) the cache file and brings its schema up to date.
     package init(path: String, readOnly: Bool = false) throws {
@@ -44,12 +45,17 @@ final package class CacheStore {
             status = excluded.status, failed_code = excluded.failed_code, time = excluded.time,
             updated_at = excluded.updated_at
             """)
+        upsertEvent = try database.prepare("""
+            INSERT INTO device_events (dev_id, name, params, time) VALUES (?, ?, ?, ?)
+            ON CONFLICT(dev_id, name) DO UPDATE SET params = excluded.params, time = excluded.time
+            """)
     }
 
     /// Writes a device's row and the named properties (and its transfer). The caller wraps calls in a transaction.
     /// Writes a device: its whole row when `row`, else only `updated_at` (property reports, the common case, leave
     /// the thirty columns of the row as they were).
-    package func write(_ device: DeviceSnapshot, row: Bool, properties codes: some Sequence<String>, transfer: Bool) throws {
+    package func write(_ device: DeviceSnapshot, row: Bool, properties codes: some Sequence<String>, transfer: Bool,
+                       events names: some Sequence<String> = [String]()) throws {
         if row {
             try writeDevice(device)
         } else {
@@ -67,6 +73,14 @@ final package class CacheStore {
         }
         if transfer, let info = device.transfer {
             try writeTransfer(info)
+        }
+        for name in names {
+            guard let event = device.events[name] else { continue }
+            try upsertEvent.bind(device.id, at: 1)
+            try upsertEvent.bind(name, at: 2)
+            try upsertEvent.bind(event.params.serialized(), at: 3)
+            try upsertEvent.bind(event.time, at: 4)
+            try upsertEvent.run()
         }
     }
 
@@ -144,6 +158,7 @@ final package class CacheStore {
         try statement.bind(device.rsrp?.time, at: next())
         try statement.bind(device.firstSeen, at: next())
         try statement.bind(device.updatedAt, at: next())
+        try statement.bind(device.presence?.rawValue, at: next())
         try statement.run()
     }
 
@@ -179,7 +194,8 @@ final package class CacheStore {
         // Its properties and transfer by their own keys rather than through a subquery on `devices`: compiling the
         // subqueries was a large part of SQLite's work for a short `info`.
         try load(database, filter: "dev_id = ?", [.text(id)],
-                 scopes: (properties: " WHERE dev_id = ?", transfers: " WHERE gateway_id = ?"))[id]
+                 scopes: (properties: " WHERE dev_id = ?", transfers: " WHERE gateway_id = ?",
+                          events: " WHERE dev_id = ?"))[id]
     }
 
     /// Reads the devices whose info names `gateway` (indexed by `devices_by_gateway`).
@@ -192,7 +208,7 @@ final package class CacheStore {
     /// `scopes`: the conditions on `properties` and `transfers` that pick the same devices with the same bindings
     /// (by default, those whose device matches `filter`).
     private static func load(_ database: Database, filter: String?, _ bindings: [SQLiteValue],
-                             scopes: (properties: String, transfers: String)? = nil,
+                             scopes: (properties: String, transfers: String, events: String)? = nil,
                              shouldStop: @escaping @Sendable () -> Bool = { false }) throws -> [String: DeviceSnapshot] {
         let scope = scopes?.properties ?? filter.map { " WHERE dev_id IN (SELECT dev_id FROM devices WHERE \($0))" } ?? ""
         let tables: [(String, PropertyTable)]
@@ -233,6 +249,14 @@ final package class CacheStore {
                 sourceDeviceId: id, targetDeviceId: transfers.string(1), targetDeviceName: transfers.string(2),
                 status: TransferStatus(rawValue: transfers.int(3)) ?? .unknown,
                 failedCode: transfers.string(4) ?? "", time: transfers.int64(5), updatedAt: transfers.int64(6))
+        }
+        let events = try database.prepare("SELECT dev_id, name, params, time FROM device_events\(scopes?.events ?? scope)")
+        try events.bind(bindings)
+        while try events.step() {
+            guard let id = events.string(0), let name = events.string(1), let text = events.string(2),
+                  let index = devices.index(forKey: id) else { continue }
+            let params = (try? JSONParser.parse(text)) ?? .object([:])
+            devices.values[index].events[name] = ThingEvent(name: name, params: params, time: events.int64(3))
         }
         return devices
     }
@@ -350,6 +374,7 @@ final package class CacheStore {
         }
         device.firstSeen = row.int64(next())
         device.updatedAt = row.int64(next())
+        device.presence = row.string(next()).flatMap(PresenceSource.init(rawValue:))
         return device
     }
 }

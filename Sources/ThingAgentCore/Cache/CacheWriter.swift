@@ -29,6 +29,8 @@ final package class CacheWriter: Sendable {
         var row = false
         var properties: Set<String> = []
         var transfer = false
+        /// Names of events whose latest changed.
+        var events: Set<String> = []
         /// The device was removed: the flush deletes its rows first (then writes it again if it came back since).
         var removed = false
         /// The target of the accepted transfer this device (a gateway) ended: its record goes with the flush.
@@ -39,6 +41,7 @@ final package class CacheWriter: Sendable {
 
         mutating func mark(_ changes: AppliedChanges, isNew: Bool) {
             for change in changes.properties { properties.insert(change.code) }
+            for event in changes.events { events.insert(event.name) }
             if changes.transfer != nil || changes.timesMoved { transfer = true }
             if isNew || changes.status != nil || changes.wifiSignal != nil || changes.rsrp != nil || changes.info
                 || changes.timesMoved {
@@ -49,6 +52,7 @@ final package class CacheWriter: Sendable {
         mutating func merge(_ other: Dirty) {
             row = row || other.row
             properties.formUnion(other.properties)
+            events.formUnion(other.events)
             transfer = transfer || other.transfer
             removed = removed || other.removed
             endedAcceptedTransfer = other.endedAcceptedTransfer ?? endedAcceptedTransfer
@@ -346,7 +350,8 @@ final package class CacheWriter: Sendable {
                 }
                 for device in devices {
                     let marks = dirty[device.id] ?? Dirty()
-                    try store.write(device, row: marks.row, properties: marks.properties, transfer: marks.transfer)
+                    try store.write(device, row: marks.row, properties: marks.properties, transfer: marks.transfer,
+                                    events: marks.events)
                 }
                 for (gateway, marks) in dirty {
                     if let target = marks.endedAcceptedTransfer {

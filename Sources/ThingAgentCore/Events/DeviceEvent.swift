@@ -21,6 +21,8 @@ public enum DeviceEvent: Sendable, Equatable {
     /// A member of a multi-control link reported a new value and the link set the other members (`deviceId` is
     /// the member that reported it).
     case linkPropagated(deviceId: String, propagation: LinkPropagation)
+    /// The device reported an event (a button press, a fault), in any dialect.
+    case eventReported(deviceId: String, event: ThingEvent)
     /// A device was activated with a pairing (`pairing` is its bootstrap user name; `gatewayId` for a sub-device).
     case activated(deviceId: String, pairing: String, gatewayId: String?)
 
@@ -29,7 +31,7 @@ public enum DeviceEvent: Sendable, Equatable {
         case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
              .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _),
              .backOnline(let id, _, _), .upgradeChanged(let id, _), .linkPropagated(let id, _),
-             .activated(let id, _, _):
+             .activated(let id, _, _), .eventReported(let id, _):
             id
         }
     }
@@ -46,6 +48,7 @@ public enum DeviceEvent: Sendable, Equatable {
         case .upgradeChanged: .ota
         case .linkPropagated: .link
         case .activated: .activated
+        case .eventReported: .events
         }
     }
 }
@@ -69,8 +72,11 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let activated = DeviceEventKinds(rawValue: 1 << 8)
     /// Multi-control link propagations. (A new bit: the existing kinds keep their values.)
     public static let link = DeviceEventKinds(rawValue: 1 << 9)
+    /// Events the devices reported (`ThingEvent`).
+    public static let events = DeviceEventKinds(rawValue: 1 << 10)
     public static let all: DeviceEventKinds = [
         .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota, .link, .activated,
+        .events,
     ]
 }
 
@@ -88,6 +94,7 @@ extension AppliedChanges {
             events.append(.signalUpdated(deviceId: device.id, wifiSignal: wifiSignal, rsrp: rsrp))
         }
         if let transfer { events.append(.transferStatusChanged(deviceId: device.id, info: transfer)) }
+        for event in self.events { events.append(.eventReported(deviceId: device.id, event: event)) }
         return events
     }
 }

@@ -217,6 +217,8 @@ extension DeviceInfo {
         Field(key: "firmwareVersion", column: "firmware_version", type: .string),
         Field(key: "abilities", column: "abilities", type: .stringArray),
         Field(key: "hardwareInfo", column: "hardware_info", type: .object),
+        /// Keys and values attached to the device (Alink's device tags); `tags` replaces them all in an info report.
+        Field(key: "tags", column: "tags", type: .object),
     ]
 
     static package let indexByKey: [String: Int] = Dictionary(uniqueKeysWithValues: fields.enumerated().map { ($1.key, $0) })

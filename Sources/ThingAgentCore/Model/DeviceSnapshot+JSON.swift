@@ -8,6 +8,8 @@ extension DeviceSnapshot {
         object["online"] = .bool(online ?? false)
         object["status"] = .string(online.map { $0 ? "online" : "offline" } ?? "unknown")
         object["statusChangedAt"] = statusChangedAt.map(JSONValue.integer) ?? .null
+        object["presence"] = presence.map { .string($0.rawValue) } ?? .null
+        object["statusTime"] = statusTime.map(JSONValue.integer) ?? .null
         object["wifiSignalTime"] = wifiSignal.map { .integer($0.time) } ?? .null
         object["wifiSignalAge"] = wifiSignal.map { .double(Double(max(0, now - $0.time)) / 1000) } ?? .null
         object["rsrpTime"] = rsrp.map { .integer($0.time) } ?? .null
@@ -20,6 +22,13 @@ extension DeviceSnapshot {
         object["properties"] = .object(values)
         object["propertyTimes"] = .object(times)
         if let transfer { object["transfer"] = .object(transfer.json) }
+        if !events.isEmpty {
+            var latest = JSONObject()
+            for (name, event) in events.sorted(by: { $0.key < $1.key }) {
+                latest[name] = .object(JSONObject([("params", event.params), ("time", .integer(event.time))]))
+            }
+            object["events"] = .object(latest)
+        }
         object["firstSeen"] = .integer(firstSeen)
         object["updatedAt"] = .integer(updatedAt)
         return object

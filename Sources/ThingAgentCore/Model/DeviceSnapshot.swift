@@ -13,6 +13,8 @@ public struct DeviceSnapshot: Sendable, Equatable {
     public internal(set) var statusTime: Millis?
     /// Device time of the status report that last flipped `online`.
     public internal(set) var statusChangedAt: Millis?
+    /// How the agent knows `online`: the device's own status, its gateway's session, its traffic, the broker.
+    public internal(set) var presence: PresenceSource?
     public internal(set) var wifiSignal: SignalReading?
     public internal(set) var rsrp: SignalReading?
     /// The latest gateway replacement this device ran as the new gateway.
@@ -22,6 +24,8 @@ public struct DeviceSnapshot: Sendable, Equatable {
     }
     /// Boxed: few devices ever run a transfer, and inline it would add a hundred bytes to every device.
     private var transferBox: TransferBox?
+    /// The latest event of each name the device reported.
+    public internal(set) var events: [String: ThingEvent] = [:]
     /// Agent time of the first valid message.
     public internal(set) var firstSeen: Millis
     /// Agent time of the latest change of any kind.
@@ -58,6 +62,8 @@ package struct AppliedChanges: Sendable, Equatable {
     package var rsrp: SignalReading?
     package var info = false
     package var transfer: TransferInfo?
+    /// Events the device reported (each heard once: a repeat of the latest of its name is not).
+    package var events: [ThingEvent] = []
     /// A newer report repeated a value: only its time moved (status, info or transfer time). Nothing to tell
     /// listeners, but the time must reach SQLite, or an older report could win again after a restart.
     package var timesMoved = false
@@ -72,6 +78,7 @@ package struct AppliedChanges: Sendable, Equatable {
     /// Nothing a listener would hear of (`timesMoved` aside).
     package var isEmpty: Bool {
         properties.isEmpty && status == nil && wifiSignal == nil && rsrp == nil && !info && transfer == nil
+            && events.isEmpty
     }
 
     /// Adds `other`, a later change of the same device.
@@ -82,6 +89,7 @@ package struct AppliedChanges: Sendable, Equatable {
         rsrp = other.rsrp ?? rsrp
         info = info || other.info
         transfer = other.transfer ?? transfer
+        events += other.events
         timesMoved = timesMoved || other.timesMoved
         refusedCodes += other.refusedCodes
         replacedGateway = other.replacedGateway ?? replacedGateway
@@ -128,9 +136,10 @@ extension DeviceSnapshot {
                 changes.properties.append(PropertyChange(
                     code: code, value: incoming.value, time: incoming.time, previous: current?.value))
             }
-        case .status(let isOnline, let time):
+        case .status(let isOnline, let time, let via):
             if let statusTime, time < statusTime || (time == statusTime && online == isOnline) { break }
             statusTime = time
+            presence = via
             changes.timesMoved = true
             if online != isOnline {
                 online = isOnline
@@ -170,7 +179,24 @@ extension DeviceSnapshot {
             }
             transfer = next
             changes.transfer = next
-        case .response, .unbind, .otaProgress, .answeredOnly, .batch:  // not part of the snapshot (`OTAUpgrades` keeps upgrades)
+        case .event(let event):
+            // The latest of each name is kept; an older one is not heard, nor a repeat (a QoS 1 redelivery).
+            if let current = events[event.name], event.time < current.time || current == event { break }
+            events[event.name] = event
+            changes.events.append(event)
+        case .tags(let update, let delete, let time):
+            if let infoTime, time < infoTime { break }
+            var tags = info["tags"]?.objectValue ?? JSONObject()
+            for (key, value) in update { tags[key] = value }
+            for key in delete { tags[key] = nil }
+            let next: JSONValue = tags.isEmpty ? .null : .object(tags)
+            changes.timesMoved = changes.timesMoved || infoTime != time
+            infoTime = time
+            if (info["tags"] ?? .null) != next {
+                info.set("tags", next)
+                changes.info = true
+            }
+        case .response, .unbind, .otaProgress, .answeredOnly, .query, .batch:  // not part of the snapshot (`OTAUpgrades` keeps upgrades)
             break
         }
         if !changes.isEmpty { updatedAt = now }

@@ -19,6 +19,8 @@ package struct AlinkDialect: Dialect {
         case propertyPost, eventPost, setReply, tagsUpdate, tagsDelete, otaInform, ntpRequest, otaProgress
         /// A service's reply (an action's answer), and a service call heard back (the agent's own, or a CLI's).
         case serviceReply, serviceCall
+        /// Questions the platform answers from what it knows: the firmware to run, a gateway's sub-devices.
+        case firmwareGet, topoGet
         // A gateway's sub-devices: topology, and their sessions on the gateway's connection.
         case topoAdd, topoDelete, login, logout, batchLogin, batchLogout
     }
@@ -37,6 +39,8 @@ package struct AlinkDialect: Dialect {
             ("/ext/ntp/+/+/request", 1),
             ("/sys/+/+/thing/topo/add", 1),
             ("/sys/+/+/thing/topo/delete", 1),
+            ("/sys/+/+/thing/topo/get", 1),
+            ("/sys/+/+/thing/ota/firmware/get", 1),
             ("/ext/session/+/+/combine/login", 1),
             ("/ext/session/+/+/combine/logout", 1),
             ("/ext/session/+/+/combine/batch_login", 1),
@@ -105,7 +109,9 @@ package struct AlinkDialect: Dialect {
         guard let found else { return nil }
         let device = Self.deviceID(productKey: found.pk, deviceName: found.dn)
         guard !found.pk.contains("."), DeviceID.isValid(device) else { throw .invalidDeviceID }
-        return DialectRoute(device: device, kind: Self.kind(found.topic), detail: found.topic.rawValue)
+        // An event's identifier is its topic's level: `thing/event/{id}/post`.
+        let name = found.topic == .eventPost ? String(levels[6]) : nil
+        return DialectRoute(device: device, kind: Self.kind(found.topic), detail: found.topic.rawValue, name: name)
     }
 
     /// `/sys/{pk}/{dn}/thing/...`, by the levels after `thing` (compared level by level: this runs for every post).
@@ -115,14 +121,22 @@ package struct AlinkDialect: Dialect {
         case (8, "service") where levels[6] == "property" && levels[7] == "set_reply": .setReply
         case (7, "service"): levels[6].hasSuffix("_reply") ? .serviceReply : .serviceCall
         case (7, "deviceinfo"): levels[6] == "update" ? .tagsUpdate : levels[6] == "delete" ? .tagsDelete : nil
-        case (7, "topo"): levels[6] == "add" ? .topoAdd : levels[6] == "delete" ? .topoDelete : nil
+        case (7, "topo"):
+            switch levels[6] {
+            case "add": .topoAdd
+            case "delete": .topoDelete
+            case "get": .topoGet
+            default: nil
+            }
+        case (8, "ota") where levels[6] == "firmware" && levels[7] == "get": .firmwareGet
         default: nil
         }
     }
 
     private static func kind(_ topic: Topic) -> InboundKind {
         switch topic {
-        case .propertyPost, .eventPost: .properties
+        case .propertyPost: .properties
+        case .eventPost: .event
         case .setReply: .response(.setProperties)
         case .tagsUpdate, .tagsDelete: .status
         case .otaInform: .info
@@ -131,6 +145,7 @@ package struct AlinkDialect: Dialect {
         case .serviceCall: .status
         case .ntpRequest: .status
         case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout: .info
+        case .firmwareGet, .topoGet: .status
         }
     }
 
@@ -138,25 +153,42 @@ package struct AlinkDialect: Dialect {
         -> DialectMessage {
         guard let topic = Topic(rawValue: route.detail) else { throw PayloadError("not an Alink topic") }
         let object = try PayloadDecoder.object(payload)
-        let message = try Self.message(topic, object, device: route.device, arrival: arrival)
+        let message = try Self.message(topic, object, route: route, arrival: arrival)
         return DialectMessage(message, replies: Self.replies(topic, object, device: route.device, arrival: arrival))
     }
 
-    private static func message(_ topic: Topic, _ object: JSONObject, device: String, arrival: Millis)
+    private static func message(_ topic: Topic, _ object: JSONObject, route: DialectRoute, arrival: Millis)
         throws(PayloadError) -> InboundMessage {
+        let device = route.device
         switch topic {
         case .propertyPost:
             guard let params = object["params"]?.objectValue else { throw PayloadError("post has no 'params' object") }
             return .properties(try PayloadDecoder.properties(params, time: arrival))
         case .eventPost:
-            // Events reach the agent's own messages later; the post is answered, and counted as unchanged.
-            return .answeredOnly
+            // `{"params":{"value":{...},"time":t}}`: Linkkit sends no time (the arrival is used).
+            let params = object["params"]
+            let time = try PayloadDecoder.time(params?["time"], key: "params.time") ?? arrival
+            return .event(try PayloadDecoder.event(route.name, params: params?["value"], time: time))
         case .setReply:
             return .response(try Self.response(object, arrival: arrival))
         case .tagsUpdate, .tagsDelete:
-            // Answered, so that the SDK is content; the device's information has no place for tags yet.
-            guard object["params"]?.arrayValue != nil else { throw PayloadError("a tags message has no 'params' list") }
-            return .answeredOnly
+            // `{"params":[{"attrKey","attrValue"}]}` (a delete names only the keys): into the device's `tags`.
+            guard let list = object["params"]?.arrayValue else { throw PayloadError("a tags message has no 'params' list") }
+            var update: [(key: String, value: JSONValue)] = [], delete: [String] = []
+            for entry in list {
+                guard let key = entry["attrKey"]?.stringValue, !key.isEmpty, key.utf8.count <= 128 else {
+                    throw PayloadError("a tag needs an 'attrKey' string of 1 to 128 bytes")
+                }
+                if topic == .tagsDelete {
+                    delete.append(key)
+                } else {
+                    guard let value = entry["attrValue"]?.stringValue else {
+                        throw PayloadError("tag '\(key.prefix(80))' needs an 'attrValue' string")
+                    }
+                    update.append((key, .string(value)))
+                }
+            }
+            return .tags(update: update, delete: delete, time: arrival)
         case .otaInform:
             guard let version = object["params"]?["version"]?.stringValue else {
                 throw PayloadError("inform needs 'params.version'")
@@ -173,6 +205,10 @@ package struct AlinkDialect: Dialect {
             return .response(response)
         case .serviceCall:
             return .answeredOnly
+        case .firmwareGet:
+            return .query(DeviceQuery(.firmware, id: object["id"] ?? .string("0")))
+        case .topoGet:
+            return .query(DeviceQuery(.subDevices, id: object["id"] ?? .string("0")))
         case .topoAdd, .topoDelete, .login, .logout, .batchLogin, .batchLogout:
             return .batch(try Self.subDevices(topic, of: device, object, arrival: arrival))
         }
@@ -204,9 +240,9 @@ package struct AlinkDialect: Dialect {
                 messages.append(DeviceMessage(device, .info(JSONObject([("gatewayId", .null)]), time: arrival)))
             case .login, .batchLogin:
                 messages.append(DeviceMessage(device, .info(linked, time: arrival)))
-                messages.append(DeviceMessage(device, .status(online: true, time: arrival)))
+                messages.append(DeviceMessage(device, .status(online: true, time: arrival, via: .session)))
             default:
-                messages.append(DeviceMessage(device, .status(online: false, time: arrival)))
+                messages.append(DeviceMessage(device, .status(online: false, time: arrival, via: .session)))
             }
         }
         return messages
@@ -247,7 +283,7 @@ package struct AlinkDialect: Dialect {
             let data: JSONValue = topic == .login || topic == .logout ? named.arrayValue?.first ?? .object([:]) : named
             return [Self.reply("/ext/session/\(pk)/\(dn)/combine/\(name)_reply", to: object,
                                method: "combine.\(name)", data: data)]
-        case .setReply, .otaInform, .otaProgress, .serviceReply, .serviceCall:
+        case .setReply, .otaInform, .otaProgress, .serviceReply, .serviceCall, .firmwareGet, .topoGet:
             return []
         }
     }
@@ -270,6 +306,38 @@ package struct AlinkDialect: Dialect {
     }
 
     // MARK: outbound
+
+    /// `thing/ota/firmware/get_reply` with the image as an upgrade push carries it (`data` empty when there is
+    /// none: the SDK then does nothing), `thing/topo/get_reply` with the sub-devices' `productKey` and `deviceName`.
+    package func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage? {
+        guard let (pk, dn) = Self.split(device) else { return nil }
+        let request = JSONObject([("id", query.id)])
+        switch (query.kind, answer) {
+        case (.firmware, .firmware(let image)):
+            let data = image.flatMap(Self.imageData).map(JSONValue.object) ?? .object([:])
+            return Self.reply("/sys/\(pk)/\(dn)/thing/ota/firmware/get_reply", to: request,
+                              method: "thing.ota.firmware.get", data: data)
+        case (.subDevices, .subDevices(let devices)):
+            let list = devices.compactMap(Self.split).map { sub in
+                JSONValue.object(JSONObject([("productKey", .string(String(sub.productKey))),
+                                             ("deviceName", .string(String(sub.deviceName)))]))
+            }
+            return Self.reply("/sys/\(pk)/\(dn)/thing/topo/get_reply", to: request, method: "thing.topo.get",
+                              data: .array(list))
+        default:
+            return nil
+        }
+    }
+
+    /// An image as Linkkit takes it: every one of url, version, size, sign and signMethod, or the device hears
+    /// nothing; `SHA256` with the lowercase hex digest (`MD5` in capitals crashes its download).
+    private static func imageData(_ image: FirmwareCatalog.Image) -> JSONObject? {
+        guard let size = image.size, size > 0 else { return nil }
+        return JSONObject([
+            ("size", .integer(size)), ("version", .string(image.version)), ("url", .string(image.url)),
+            ("sign", .string(image.sha256.lowercased())), ("signMethod", .string("SHA256")),
+        ])
+    }
 
     package func request(_ kind: RequestKind, device: String, msgId: String, data: JSONValue?, time: Millis)
         -> OutboundMessage? {

@@ -28,7 +28,7 @@ package struct BrokerLog: Dialect {
         guard let event = Self.event(line) else { return DialectMessage(.answeredOnly) }
         for dialect in dialects {
             if let device = dialect.device(forClient: event.client, user: event.user), DeviceID.isValid(device) {
-                return DialectMessage(.batch([DeviceMessage(device, .status(online: event.connected, time: arrival))]))
+                return DialectMessage(.batch([DeviceMessage(device, .status(online: event.connected, time: arrival, via: .broker))]))
             }
         }
         return DialectMessage(.answeredOnly)

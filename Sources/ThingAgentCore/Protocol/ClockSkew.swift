@@ -18,8 +18,8 @@ extension InboundMessage {
             // The common case (no time ahead) keeps the array as it is.
             guard values.contains(where: { $0.value.time > latest }) else { return (self, false) }
             message = .properties(values.map { ($0.code, PropertyValue(value: $0.value.value, time: fix($0.value.time))) })
-        case .status(let online, let time):
-            message = .status(online: online, time: fix(time))
+        case .status(let online, let time, let via):
+            message = .status(online: online, time: fix(time), via: via)
         case .signal(let wifi, let rsrp):
             message = .signal(wifi: wifi.map { SignalReading(dBm: $0.dBm, time: fix($0.time)) },
                               rsrp: rsrp.map { SignalReading(dBm: $0.dBm, time: fix($0.time)) })
@@ -37,7 +37,12 @@ extension InboundMessage {
         case .otaProgress(var report):
             report.time = fix(report.time)
             message = .otaProgress(report)
-        case .answeredOnly:
+        case .event(var event):
+            event.time = fix(event.time)
+            message = .event(event)
+        case .tags(let update, let delete, let time):
+            message = .tags(update: update, delete: delete, time: fix(time))
+        case .answeredOnly, .query:
             return (self, false)
         case .batch(let items):
             var any = false

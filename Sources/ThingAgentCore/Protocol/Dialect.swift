@@ -35,11 +35,14 @@ package struct DialectRoute: Sendable, Equatable {
     package var device: String
     package var kind: InboundKind
     package var detail: Int
+    /// A name the topic carries (an Alink event's identifier); nil for most topics.
+    package var name: String?
 
-    package init(device: String, kind: InboundKind, detail: Int = 0) {
+    package init(device: String, kind: InboundKind, detail: Int = 0, name: String? = nil) {
         self.device = device
         self.kind = kind
         self.detail = detail
+        self.name = name
     }
 }
 
@@ -75,6 +78,12 @@ package protocol Dialect: Sendable {
     /// `kind` to `device` with `msgId`; nil when the dialect has no such request.
     func request(_ kind: RequestKind, device: String, msgId: String, data: JSONValue?, time: Millis)
         -> OutboundMessage?
+    /// The answer to a device's `.query`, from what the agent knows; nil when the dialect asks no such question.
+    func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage?
+}
+
+extension Dialect {
+    package func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage? { nil }
 }
 
 /// The dialects the agent speaks. A topic is tried on the native dialect first, so that its messages pay for

@@ -32,6 +32,7 @@ public enum NativeTopics {
             NativeTopic(suffix: "thing/info", qos: 1, publisher: .device, kind: .info),
             NativeTopic(suffix: "thing/gateway/transfer/status", qos: 1, publisher: .device, kind: .transferStatus),
             NativeTopic(suffix: "thing/ota/progress", qos: 1, publisher: .device, kind: .otaProgress),
+            NativeTopic(suffix: "thing/event/trigger", qos: 1, publisher: .device, kind: .event),
             NativeTopic(suffix: "thing/unbind", qos: 1, publisher: .agent, kind: .unbind),
         ]
         for request in RequestKind.allCases {

@@ -27,6 +27,10 @@ package struct PayloadDecoder: Sendable {
         case .response: return try decodeResponse(object, time: time)
         case .unbind: return .unbind(time: time)
         case .otaProgress: return .otaProgress(try OTAProgressReport.decode(object, time: time))
+        case .event:
+            guard let data = object["data"]?.objectValue else { throw PayloadError("event has no 'data' object") }
+            let eventTime = try Self.time(data["eventTime"], key: "eventTime") ?? time
+            return .event(try Self.event(data["eventCode"]?.stringValue, params: data["outputParams"], time: eventTime))
         }
     }
 
@@ -121,6 +125,19 @@ package struct PayloadDecoder: Sendable {
         }
         let message = try Self.optionalString(object["message"], key: "message")
         return .response(Response(msgId: msgId, code: small, message: message, data: object["data"], time: time))
+    }
+
+    /// An event by its name and output parameters: every dialect's events. The name follows the action-name rule
+    /// (letters, digits, `_`, at most 50); the parameters are an object or absent.
+    static package func event(_ name: String?, params: JSONValue?, time: Millis) throws(PayloadError) -> ThingEvent {
+        guard let name, RequestKind.isActionName(name) else {
+            throw PayloadError("an event needs a name of 1 to 50 letters, digits or '_'")
+        }
+        switch params {
+        case nil, .null?: return ThingEvent(name: name, params: .object([:]), time: time)
+        case .object?: return ThingEvent(name: name, params: params!, time: time)
+        default: throw PayloadError("an event's parameters must be an object")
+        }
     }
 
     // MARK: field helpers

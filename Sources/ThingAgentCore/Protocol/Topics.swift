@@ -25,6 +25,8 @@ public enum InboundKind: Sendable, Equatable {
     case transferStatus
     /// `R/D/thing/ota/progress`: a firmware upgrade's stage and progress.
     case otaProgress
+    /// `R/D/thing/event/trigger`: an event the device reports.
+    case event
     case response(RequestKind)
     /// `R/D/thing/unbind`: the device was removed (by this agent, the CLI or another client); forget it.
     case unbind

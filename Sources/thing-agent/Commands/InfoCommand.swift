@@ -69,6 +69,16 @@ enum InfoCommand: Command {
             + Format.age(upgrade.startedAt, now: now)
     }
 
+    /// How the status is known, as `info` says it.
+    static func evidence(_ presence: PresenceSource) -> String {
+        switch presence {
+        case .announced: "as the device announced"
+        case .session: "as its gateway said (session)"
+        case .traffic: "on the evidence of its own traffic"
+        case .broker: "as the broker's client log said"
+        }
+    }
+
     static func text(_ device: DeviceSnapshot, now: Millis, metadata: DeviceMetadata? = nil) -> String {
         var lines = ["Device \(device.id)" + (device.displayName(metadata).map { "  \"\($0.terminalSafe())\"" } ?? "")]
         if let metadata, metadata.name != nil || metadata.room != nil || metadata.icon != nil || !metadata.offlineWarning {
@@ -77,7 +87,7 @@ enum InfoCommand: Command {
         }
         let status = device.online.map { $0 ? "online" : "offline" } ?? "unknown"
         let since = device.statusChangedAt.map { " since \(Format.date($0)) (\(Format.age($0, now: now)))" } ?? ""
-        lines.append("  status           \(status)\(since)")
+        lines.append("  status           \(status)\(since)" + (device.presence.map { ", \(Self.evidence($0))" } ?? ""))
         if let wifi = device.wifiSignal {
             lines.append("  wifiSignal       \(wifi.dBm) dBm \(Format.bars(wifi.dBm)) \(Format.quality(wifi.dBm)), \(Format.age(wifi.time, now: now))")
         }
@@ -91,6 +101,12 @@ enum InfoCommand: Command {
         if let transfer = device.transfer {
             lines.append("  transfer         \(transfer.status) from \(transfer.targetDeviceId ?? "?")"
                 + (transfer.failedCode.isEmpty ? "" : " (\(transfer.failedCode.terminalSafe()))"))
+        }
+        if !device.events.isEmpty {
+            lines.append("Events (the latest of each):")
+            for (name, event) in device.events.sorted(by: { $0.key < $1.key }) {
+                lines.append("  \(Format.label(name.terminalSafe())) \(Format.value(event.params))  (\(Format.age(event.time, now: now)))")
+            }
         }
         lines.append("Properties:")
         if device.properties.isEmpty { lines.append("  (none reported)") }

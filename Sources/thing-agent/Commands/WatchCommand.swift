@@ -54,6 +54,8 @@ enum WatchCommand: Command {
         case .linkPropagated(let id, let propagation):
             "\(id) link \(propagation.link.terminalSafe()) \(propagation.code.terminalSafe())=\(Format.value(propagation.value))"
         case .activated(let id, _, let gateway): "\(id) activated" + (gateway.map { " by gateway \($0)" } ?? "")
+        case .eventReported(let id, let event):
+            "\(id) event \(event.name) \(Format.value(event.params))"
         }
     }
 }

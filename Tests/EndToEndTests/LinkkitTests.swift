@@ -71,6 +71,13 @@ struct LinkkitTests {
             #expect(action.status == 0, "\(action.stdout) \(action.stderr)")
             #expect(action.stdout.contains("echo = {\"delay\":1}"), "\(action.stdout)")
 
+            // ... and actions: an unknown service or a parameter out of its range is refused before anything is sent.
+            let unknown = try await harness.cli(["action", "a1PK.lamp1", "explode"])
+            #expect(unknown.status == 3 && unknown.stderr.contains("unknown action"), "\(unknown.stdout) \(unknown.stderr)")
+            let late = try await harness.cli(["action", "a1PK.lamp1", "reboot", "delay=61"])
+            #expect(late.status == 3 && late.stderr.contains("above the maximum 60"), "\(late.stdout) \(late.stderr)")
+            #expect(!lamp.events.contains { $0["ev"] == "service" && $0["id"] == "explode" })
+
             // The product's TSL model checks sets before anything is sent.
             let tooBright = try await harness.cli(["set", "a1PK.lamp1", "bright=500"])
             #expect(tooBright.status == 3, "\(tooBright.stdout) \(tooBright.stderr)")
@@ -115,6 +122,16 @@ struct LinkkitTests {
             let sub = try await harness.waitForInfo("a1SUB.sub1") { $0["properties"]?["temp"] == 20.5 }
             #expect(sub["gatewayId"] == "a1GW.gw1" && sub["online"] == true, "\(sub)")
             #expect(try await harness.info("a1GW.gw1")?["online"] == true)
+            #expect(sub["presence"] == "session" || sub["presence"] == "traffic", "its gateway's word or its own posts: \(sub)")
+            // The gateway asks for its topology: the agent answers with the sub-devices linked to it.
+            try gateway.send(#"{"cmd":"topo_get"}"#)
+            let topology = try await gateway.waitFor("topology") { $0["ev"] == "topo_get_reply" }
+            #expect(topology["payload"]?["data"] == .array([.object(["productKey": "a1SUB", "deviceName": "sub1"])]),
+                    "\(topology)")
+            #expect(topology["payload"]?["code"] == 200)
+            // A sub-device's event, posted by its gateway on the sub-device's own topic.
+            try gateway.send(#"{"cmd":"sub_event","id":"alarm","params":{"level":3}}"#)
+            _ = try await harness.waitForInfo("a1SUB.sub1") { $0["events"]?["alarm"]?["params"]?["level"] == 3 }
 
             let set = try await harness.cli(["set", "a1SUB.sub1", "temp=22"])
             #expect(set.status == 0, "\(set.stdout) \(set.stderr)")

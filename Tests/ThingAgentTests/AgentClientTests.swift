@@ -32,6 +32,7 @@ struct AgentClientTests {
                 link: "hall", source: "d:switch_1", code: "switch_1", value: true, sent: ["e:switch_1"],
                 offline: ["f:switch_1"])),
             .activated(deviceId: "d", pairing: "pair-1", gatewayId: nil),
+            .eventReported(deviceId: "d", event: ThingEvent(name: "pressed", params: .object(["count": 2]), time: t0)),
         ]
         for event in events {
             let published = JSONValue.object(EventPublisher.payload(event, now: now))

@@ -42,4 +42,45 @@ struct AlinkTSLTests {
             #expect(error.description.contains("a1X.json") && error.description.contains("b:"), "\(error)")
         }
     }
+
+    @Test func servicesAreActionsAndEventsAreEventsWithTheirParameters() throws {
+        let model = try ThingModels.parse(try ConfigFile.bytes(Self.file, .thingModel), file: Self.file)
+        #expect(model.actions?.map(\.name) == ["reboot"], "the property service 'set' is left out")
+        #expect(model.actions?.first?.inputs == [PropertySpec(code: "delay", kind: .value(min: 0, max: 60, step: 1), access: .rw)])
+        #expect(model.actions?.first?.outputs == ["echo"])
+        #expect(model.events?.map(\.name) == ["alarm"], "the property post is left out")
+        #expect(throws: Never.self) { try model.validateAction("reboot", params: ["delay": 5]) }
+        #expect(throws: Never.self) { try model.validateAction("reboot", params: [:]) }
+        #expect(throws: ValidationError.self) { try model.validateAction("reboot", params: ["delay": 61]) }
+        #expect(throws: ValidationError.self) { try model.validateAction("reboot", params: ["when": 1]) }
+        #expect(throws: ValidationError.self) { try model.validateAction("explode", params: [:]) }
+    }
+
+    @Test func theAgentsOwnModelsDescribeActionsAndEventsToo() throws {
+        let own = #"""
+            {"productId":"p-btn","properties":[{"code":"switch_1","type":"bool"}],
+             "actions":[{"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
+                         "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}],
+             "events":[{"code":"pressed","outputParams":[{"code":"count","type":"value","min":1,"max":9}]}]}
+            """#
+        let model = try ThingModels.parse(Array(own.utf8), file: "p-btn.json")
+        #expect(model.actions == [ActionSpec(name: "identify", inputs: [
+            PropertySpec(code: "times", kind: .value(min: 1, max: 20, step: nil), access: .rw)], outputs: ["blinked"])])
+        #expect(model.events?.first?.name == "pressed" && model.events?.first?.outputs.first?.code == "count")
+        #expect(throws: ValidationError.self) { try model.validateAction("identify", params: ["times": "5"]) }
+        let silent = try ThingModels.parse(Array(#"{"productId":"p","properties":[]}"#.utf8), file: "p.json")
+        #expect(silent.actions == nil, "a model that says nothing of actions checks none")
+        #expect(throws: Never.self) { try silent.validateAction("anything", params: ["x": 1]) }
+        for bad in [#"{"productId":"p","properties":[],"actions":[{"code":"a b"}]}"#,
+                    #"{"productId":"p","properties":[],"actions":[{"code":"a"},{"code":"a"}]}"#,
+                    #"{"productId":"p","properties":[],"events":{"code":"a"}}"#,
+                    #"{"productId":"p","properties":[],"actions":[{"code":"a","inputParams":[{"code":"x","type":"nope"}]}]}"#] {
+            #expect(throws: ConfigError.self, "\(bad)") { try ThingModels.parse(Array(bad.utf8), file: "p.json") }
+        }
+        for file in ["p-light-1", "p-plug-1", "p-sensor-1", "p-gateway-1"] {
+            let path = TestSupport.repositoryRoot() + "/Config/models/\(file).json"
+            let shipped = try ThingModels.parse(try ConfigFile.bytes(path, .thingModel), file: path)
+            #expect(shipped.actions?.map(\.name) == ["identify"], "the simulator's action, in \(file)")
+        }
+    }
 }

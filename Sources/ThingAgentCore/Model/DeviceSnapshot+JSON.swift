@@ -9,7 +9,6 @@ extension DeviceSnapshot {
         object["status"] = .string(online.map { $0 ? "online" : "offline" } ?? "unknown")
         object["statusChangedAt"] = statusChangedAt.map(JSONValue.integer) ?? .null
         object["presence"] = presence.map { .string($0.rawValue) } ?? .null
-        object["statusTime"] = statusTime.map(JSONValue.integer) ?? .null
         object["wifiSignalTime"] = wifiSignal.map { .integer($0.time) } ?? .null
         object["wifiSignalAge"] = wifiSignal.map { .double(Double(max(0, now - $0.time)) / 1000) } ?? .null
         object["rsrpTime"] = rsrp.map { .integer($0.time) } ?? .null

@@ -7,8 +7,9 @@ import JSON
 /// The types become the agent's: `int` a value with `min`, `max`, `step`; `float` and `double` a decimal; `bool` a
 /// value 0 or 1 (Alink sends and takes booleans as 0/1); `enum` a value from the smallest to the largest key (its
 /// keys are numbers on the wire); `text` a string of `length`. `date`, `struct` and `array` properties are left
-/// out of the model, so a set of one is refused as unknown. `accessMode` `r` is read-only. Events and services are
-/// not read yet.
+/// out of the model, so a set of one is refused as unknown. `accessMode` `r` is read-only. Services are the
+/// model's actions (`inputData` their parameters, of the same types), events its events (`outputData`); the
+/// property services and event (`set`, `get`, `post`) are left out.
 enum AlinkTSL {
     /// Whether `root` is a TSL document rather than the agent's own model.
     static func matches(_ root: JSONValue) -> Bool {
@@ -19,10 +20,35 @@ enum AlinkTSL {
         guard let productKey = root["profile"]?["productKey"]?.stringValue, !productKey.isEmpty else {
             throw fail("a TSL model needs 'profile.productKey'")
         }
+        let properties = try specs(root["properties"]?.arrayValue ?? [], what: "property", fail: fail)
+        var actions: [ActionSpec] = []
+        for entry in root["services"]?.arrayValue ?? [] {
+            guard let name = entry["identifier"]?.stringValue else { throw fail("every TSL service needs an 'identifier'") }
+            guard name != "set", name != "get" else { continue }
+            guard AlinkDialect.isIdentifier(name) else { throw fail("service '\(name.prefix(80))' is no identifier") }
+            let outputs = try specs(entry["outputData"]?.arrayValue ?? [], what: "\(name) output", fail: fail)
+            actions.append(ActionSpec(name: name, inputs: try specs(entry["inputData"]?.arrayValue ?? [],
+                                                                    what: "\(name) parameter", fail: fail),
+                                      outputs: outputs.map(\.code)))
+        }
+        var events: [EventSpec] = []
+        for entry in root["events"]?.arrayValue ?? [] {
+            guard let name = entry["identifier"]?.stringValue else { throw fail("every TSL event needs an 'identifier'") }
+            guard name != "post" else { continue }
+            events.append(EventSpec(name: name, outputs: try specs(entry["outputData"]?.arrayValue ?? [],
+                                                                   what: "\(name) output", fail: fail)))
+        }
+        return ThingModel(productId: productKey, properties: properties,
+                          actions: root["services"] == nil ? nil : actions, events: root["events"] == nil ? nil : events)
+    }
+
+    /// Properties, or a service's or event's parameters: `[{"identifier","accessMode","dataType"}]`.
+    private static func specs(_ list: [JSONValue], what: String, fail: (String) -> ConfigError) throws(ConfigError)
+        -> [PropertySpec] {
         var properties: [PropertySpec] = []
-        for entry in root["properties"]?.arrayValue ?? [] {
+        for entry in list {
             guard let code = entry["identifier"]?.stringValue, !code.isEmpty else {
-                throw fail("every TSL property needs an 'identifier'")
+                throw fail("every TSL \(what) needs an 'identifier'")
             }
             guard !properties.contains(where: { $0.code == code }) else { throw fail("\(code) is listed twice") }
             let access: PropertySpec.Access = entry["accessMode"]?.stringValue == "r" ? .ro : .rw
@@ -62,6 +88,6 @@ enum AlinkTSL {
             }
             properties.append(PropertySpec(code: code, kind: kind, access: access))
         }
-        return ThingModel(productId: productKey, properties: properties)
+        return properties
     }
 }

@@ -5,14 +5,48 @@ import JSON
 public struct ThingModel: Sendable, Equatable {
     public var productId: String
     public var properties: [PropertySpec]
+    /// The actions (Alink services) a device of the product takes; nil when the model does not describe them
+    /// (an action is then sent unchecked, and the device answers for it).
+    public var actions: [ActionSpec]?
+    /// The events a device of the product reports; nil when the model does not describe them. Events are kept
+    /// whatever the model says (a device's word is never dropped for a model's sake).
+    public var events: [EventSpec]?
 
-    public init(productId: String, properties: [PropertySpec]) {
+    public init(productId: String, properties: [PropertySpec], actions: [ActionSpec]? = nil,
+                events: [EventSpec]? = nil) {
         self.productId = productId
         self.properties = properties
+        self.actions = actions
+        self.events = events
     }
 
     public func property(_ code: String) -> PropertySpec? {
         properties.first { $0.code == code }
+    }
+}
+
+/// One action of a thing model: its name and input parameters (each checked like a property set), and the names
+/// of its output parameters.
+public struct ActionSpec: Sendable, Equatable {
+    public var name: String
+    public var inputs: [PropertySpec]
+    public var outputs: [String]
+
+    public init(name: String, inputs: [PropertySpec], outputs: [String] = []) {
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+    }
+}
+
+/// One event of a thing model: its name and output parameters.
+public struct EventSpec: Sendable, Equatable {
+    public var name: String
+    public var outputs: [PropertySpec]
+
+    public init(name: String, outputs: [PropertySpec]) {
+        self.name = name
+        self.outputs = outputs
     }
 }
 
@@ -71,6 +105,25 @@ extension ThingModel {
                 throw ValidationError(code: code, rule: "unknown property for product \(productId)")
             }
             try spec.validate(value)
+        }
+    }
+}
+
+extension ThingModel {
+    /// Checks an action against the model: a model that describes actions must name it, and every parameter must
+    /// be one of its inputs with a value its rules take (parameters left out are the device's to default).
+    public func validateAction(_ name: String, params: JSONObject) throws(ValidationError) {
+        guard let actions else { return }
+        guard let action = actions.first(where: { $0.name == name }) else {
+            let known = actions.map(\.name).sorted().joined(separator: ", ")
+            throw ValidationError(code: name, rule: "unknown action for product \(productId)"
+                                  + (known.isEmpty ? " (it has none)" : " (it has \(known))"))
+        }
+        for (code, value) in params.sorted(by: { $0.key < $1.key }) {
+            guard let input = action.inputs.first(where: { $0.code == code }) else {
+                throw ValidationError(code: code, rule: "not a parameter of action \(name)")
+            }
+            try input.validate(value)
         }
     }
 }

@@ -47,10 +47,51 @@ public struct ThingModels: Sendable {
             throw fail("needs a 'productId' string")
         }
         guard let list = root["properties"]?.arrayValue else { throw fail("needs a 'properties' array") }
+        let properties = try specs(list, what: "property", fail: fail)
+        var actions: [ActionSpec]?
+        if let list = root["actions"] {
+            actions = []
+            // Loops, not `map` with a typed-throws closure: this toolchain miscompiled that one (a crash at run time).
+            for (code, entry) in try named(list, what: "action", fail: fail) {
+                let inputs = try specs(entry["inputParams"]?.arrayValue ?? [], what: "\(code) parameter", fail: fail)
+                let outputs = try specs(entry["outputParams"]?.arrayValue ?? [], what: "\(code) output", fail: fail)
+                actions?.append(ActionSpec(name: code, inputs: inputs, outputs: outputs.map(\.code)))
+            }
+        }
+        var events: [EventSpec]?
+        if let list = root["events"] {
+            events = []
+            for (code, entry) in try named(list, what: "event", fail: fail) {
+                let outputs = try specs(entry["outputParams"]?.arrayValue ?? [], what: "\(code) output", fail: fail)
+                events?.append(EventSpec(name: code, outputs: outputs))
+            }
+        }
+        return ThingModel(productId: productId, properties: properties, actions: actions, events: events)
+    }
+
+    /// `[{"code",...}]` of actions or events: each with a name by the action-name rule, none twice.
+    private static func named(_ value: JSONValue, what: String, fail: (String) -> LoadError) throws(LoadError)
+        -> [(String, JSONValue)] {
+        guard let list = value.arrayValue else { throw fail("'\(what)s' must be an array") }
+        var seen: Set<String> = []
+        var named: [(String, JSONValue)] = []
+        for entry in list {
+            guard let code = entry["code"]?.stringValue, RequestKind.isActionName(code) else {
+                throw fail("every \(what) needs a 'code' of letters, digits and _ (1 to 50)")
+            }
+            guard seen.insert(code).inserted else { throw fail("\(what) \(code) is listed twice") }
+            named.append((code, entry))
+        }
+        return named
+    }
+
+    /// Properties, or an action's or event's parameters: `[{"code","type",...,"access"}]`.
+    private static func specs(_ list: [JSONValue], what: String, fail: (String) -> LoadError) throws(LoadError)
+        -> [PropertySpec] {
         var properties: [PropertySpec] = []
         for entry in list {
             guard let code = entry["code"]?.stringValue, !code.isEmpty else {
-                throw fail("every property needs a 'code'")
+                throw fail("every \(what) needs a 'code'")
             }
             guard !properties.contains(where: { $0.code == code }) else { throw fail("\(code) is listed twice") }
             let accessText = entry["access"]?.stringValue ?? "rw"
@@ -90,6 +131,6 @@ public struct ThingModels: Sendable {
             }
             properties.append(PropertySpec(code: code, kind: kind, access: access))
         }
-        return ThingModel(productId: productId, properties: properties)
+        return properties
     }
 }

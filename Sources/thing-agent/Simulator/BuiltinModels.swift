@@ -1,7 +1,8 @@
 import ThingAgent
 
 /// The thing models of the simulated products, so that `thing-agent simulate` works without a models directory.
-/// `Config/models` holds the same files for the agent; `--models DIR` replaces these by productId.
+/// `Config/models` holds the same files for the agent (SimulatorPlanTests checks they agree); `--models DIR`
+/// replaces these by productId. Every simulated device answers the action `identify`.
 enum BuiltinModels {
     static let light = "p-light-1"
     static let gateway = "p-gateway-1"
@@ -14,7 +15,10 @@ enum BuiltinModels {
               {"code":"bright_value","type":"value","min":10,"max":1000,"step":1,"access":"rw"},
               {"code":"mode","type":"enum","range":["white","colour","scene"],"access":"rw"},
               {"code":"temp_current","type":"value","min":-200,"max":1000,"access":"ro"},
-              {"code":"label","type":"string","maxlen":32,"access":"rw"}]}
+              {"code":"label","type":"string","maxlen":32,"access":"rw"}],
+             "actions":[
+              {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
+               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}
             """,
         gateway: """
             {"productId":"p-gateway-1","properties":[
@@ -23,14 +27,20 @@ enum BuiltinModels {
               {"code":"led_switch","type":"bool","access":"rw"},
               {"code":"gateway_name","type":"string","maxlen":64,"access":"rw"},
               {"code":"zigbee_channel","type":"value","min":11,"max":26,"access":"ro"},
-              {"code":"sub_device_count","type":"value","min":0,"max":128,"access":"ro"}]}
+              {"code":"sub_device_count","type":"value","min":0,"max":128,"access":"ro"}],
+             "actions":[
+              {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
+               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}
             """,
         sensor: """
             {"productId":"p-sensor-1","properties":[
               {"code":"temp_current","type":"value","min":-400,"max":800,"access":"ro"},
               {"code":"humidity_value","type":"value","min":0,"max":100,"access":"ro"},
               {"code":"battery_percentage","type":"value","min":0,"max":100,"access":"ro"},
-              {"code":"report_period","type":"value","min":10,"max":3600,"step":10,"access":"rw"}]}
+              {"code":"report_period","type":"value","min":10,"max":3600,"step":10,"access":"rw"}],
+             "actions":[
+              {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
+               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}
             """,
     ]
 

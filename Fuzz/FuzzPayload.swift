@@ -14,7 +14,7 @@ import MQTT
 @testable import ThingAgent
 @testable import ThingAgentCore
 
-private let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus, .otaProgress, .unbind]
+private let kinds: [InboundKind] = [.properties, .status, .signal, .info, .transferStatus, .otaProgress, .event, .unbind]
     + RequestKind.allCases.map { .response($0) }
 
 /// One in-memory cache database for the whole run, emptied before each input.

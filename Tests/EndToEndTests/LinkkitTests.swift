@@ -152,15 +152,23 @@ struct LinkkitTests {
         var options = MosquittoBroker.Options()
         options.extraConfig = "log_dest topic\n"
         try await withBroker(options) { broker in
-            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects)
+            // A short grace period: the offline warning follows the broker's word as for any device.
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects.merging(
+                ["THING_AGENT_OFFLINE_GRACE": "1"]) { $1 })
             try await harness.startDaemon()
+            let warnings = try await TopicRecorder.start(broker.url, filter: "thing-agent/events/a1PK.quiet1/offline")
             let quiet = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "quiet1", flags: [],
                                                 logPath: harness.directory + "/quiet1.out")
             try await quiet.waitFor("subscribed") { $0["ev"] == "ready" }
             let info = try await harness.waitForInfo("a1PK.quiet1") { $0["online"] == true }
             #expect(info["properties"]?.objectValue?.isEmpty != false, "it has said nothing: \(info)")
+            #expect(info["presence"] == "broker", "known by the broker's client events: \(info)")
             await quiet.stop()
-            _ = try await harness.waitForInfo("a1PK.quiet1") { $0["online"] == false }
+            let gone = try await harness.waitForInfo("a1PK.quiet1") { $0["online"] == false }
+            #expect(gone["presence"] == "broker")
+            let warning = try await warnings.waitFor(count: 1, timeout: .seconds(15))
+            #expect(try JSONParser.parse(try #require(warning.first).payload)["event"] == "offline")
+            await warnings.stop()
         }
     }
 

@@ -86,50 +86,67 @@ package struct AlinkDialect: Dialect {
     // MARK: inbound
 
     package func route(_ topic: String) throws(Topics.ParseError) -> DialectRoute? {
-        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
-        // A leading slash: the first level is empty.
-        guard levels.count >= 5, levels[0].isEmpty else { return nil }
-        let found: (pk: Substring, dn: Substring, topic: Topic)?
-        switch levels[1] {
-        case "sys" where levels.count >= 7 && levels[4] == "thing":
-            found = Self.sysTopic(levels).map { (levels[2], levels[3], $0) }
-        case "ota" where levels.count == 6 && levels[2] == "device" && levels[3] == "inform":
-            found = (levels[4], levels[5], .otaInform)
-        case "ota" where levels.count == 6 && levels[2] == "device" && levels[3] == "progress":
-            found = (levels[4], levels[5], .otaProgress)
-        case "ext" where levels.count == 6 && levels[2] == "ntp" && levels[5] == "request":
-            found = (levels[3], levels[4], .ntpRequest)
-        case "ext" where levels.count == 7 && levels[2] == "session" && levels[5] == "combine":
-            let session: [Substring: Topic] = ["login": .login, "logout": .logout, "batch_login": .batchLogin,
-                                               "batch_logout": .batchLogout]
-            found = session[levels[6]].map { (levels[3], levels[4], $0) }
-        default:
-            found = nil
+        var topic = topic
+        let routed: Result<DialectRoute?, Topics.ParseError> = topic.withUTF8 { bytes in
+            // A leading slash: the first level is empty.
+            guard let levels = TopicLevels(bytes), levels.count >= 5, levels[0].isEmpty,
+                  let found = Self.topic(levels) else { return .success(nil) }
+            let (pk, dn) = (levels[found.pk], levels[found.pk + 1])
+            guard !pk.contains(UInt8(ascii: ".")), DeviceID.isValid(utf8: pk), DeviceID.isValid(utf8: dn),
+                  pk.count + 1 + dn.count <= DeviceID.maxLength else { return .failure(.invalidDeviceID) }
+            var device = levels.string(found.pk)
+            device.append(".")
+            device.append(levels.string(found.pk + 1))
+            // An event's identifier is its topic's level: `thing/event/{id}/post`.
+            let name = found.topic == .eventPost ? levels.string(6) : nil
+            return .success(DialectRoute(device: device, kind: Self.kind(found.topic), detail: found.topic.rawValue,
+                                         name: name))
         }
-        guard let found else { return nil }
-        let device = Self.deviceID(productKey: found.pk, deviceName: found.dn)
-        guard !found.pk.contains("."), DeviceID.isValid(device) else { throw .invalidDeviceID }
-        // An event's identifier is its topic's level: `thing/event/{id}/post`.
-        let name = found.topic == .eventPost ? String(levels[6]) : nil
-        return DialectRoute(device: device, kind: Self.kind(found.topic), detail: found.topic.rawValue, name: name)
+        return try routed.get()
     }
 
-    /// `/sys/{pk}/{dn}/thing/...`, by the levels after `thing` (compared level by level: this runs for every post).
-    private static func sysTopic(_ levels: [Substring]) -> Topic? {
-        switch (levels.count, levels[5]) {
-        case (8, "event") where levels[7] == "post": levels[6] == "property" ? .propertyPost : .eventPost
-        case (8, "service") where levels[6] == "property" && levels[7] == "set_reply": .setReply
-        case (7, "service"): levels[6].hasSuffix("_reply") ? .serviceReply : .serviceCall
-        case (7, "deviceinfo"): levels[6] == "update" ? .tagsUpdate : levels[6] == "delete" ? .tagsDelete : nil
-        case (7, "topo"):
-            switch levels[6] {
-            case "add": .topoAdd
-            case "delete": .topoDelete
-            case "get": .topoGet
-            default: nil
-            }
-        case (8, "ota") where levels[6] == "firmware" && levels[7] == "get": .firmwareGet
-        default: nil
+    /// Which of its topics this is, and the level of its product key (the device name follows it).
+    private static func topic(_ levels: TopicLevels) -> (pk: Int, topic: Topic)? {
+        let count = levels.count
+        if levels.level(1, is: "sys") {
+            guard count >= 7, levels.level(4, is: "thing") else { return nil }
+            return sysTopic(levels).map { (2, $0) }
+        }
+        if levels.level(1, is: "ota") {
+            guard count == 6, levels.level(2, is: "device") else { return nil }
+            if levels.level(3, is: "inform") { return (4, .otaInform) }
+            if levels.level(3, is: "progress") { return (4, .otaProgress) }
+            return nil
+        }
+        guard levels.level(1, is: "ext") else { return nil }
+        if count == 6, levels.level(2, is: "ntp"), levels.level(5, is: "request") { return (3, .ntpRequest) }
+        guard count == 7, levels.level(2, is: "session"), levels.level(5, is: "combine") else { return nil }
+        if levels.level(6, is: "login") { return (3, .login) }
+        if levels.level(6, is: "logout") { return (3, .logout) }
+        if levels.level(6, is: "batch_login") { return (3, .batchLogin) }
+        if levels.level(6, is: "batch_logout") { return (3, .batchLogout) }
+        return nil
+    }
+
+    /// `/sys/{pk}/{dn}/thing/...`, by the levels after `thing`.
+    private static func sysTopic(_ levels: TopicLevels) -> Topic? {
+        switch levels.count {
+        case 8 where levels.level(5, is: "event") && levels.level(7, is: "post"):
+            return levels.level(6, is: "property") ? .propertyPost : .eventPost
+        case 8 where levels.level(5, is: "service"):
+            return levels.level(6, is: "property") && levels.level(7, is: "set_reply") ? .setReply : nil
+        case 8 where levels.level(5, is: "ota"):
+            return levels.level(6, is: "firmware") && levels.level(7, is: "get") ? .firmwareGet : nil
+        case 7 where levels.level(5, is: "service"):
+            return levels.level(6, endsWith: "_reply") ? .serviceReply : .serviceCall
+        case 7 where levels.level(5, is: "deviceinfo"):
+            return levels.level(6, is: "update") ? .tagsUpdate : levels.level(6, is: "delete") ? .tagsDelete : nil
+        case 7 where levels.level(5, is: "topo"):
+            if levels.level(6, is: "add") { return .topoAdd }
+            if levels.level(6, is: "delete") { return .topoDelete }
+            return levels.level(6, is: "get") ? .topoGet : nil
+        default:
+            return nil
         }
     }
 
@@ -291,11 +308,17 @@ package struct AlinkDialect: Dialect {
     /// `{"id","code":200,"data":{},"message":"success","version":"1.0","method"}`: every field the SDK checks.
     private static func reply(_ topic: String, to request: JSONObject, method: String,
                               data: JSONValue = .object(JSONObject())) -> OutboundMessage {
-        let answer = JSONObject([
-            ("id", request["id"] ?? .string("0")), ("code", .integer(200)), ("data", data),
-            ("message", .string("success")), ("version", .string("1.0")), ("method", .string(method)),
-        ])
-        return OutboundMessage(topic: topic, payload: JSONValue.object(answer).serializedBytes(), qos: 0)
+        // Written out rather than built as an object and serialized: one is sent for every post.
+        var payload: [UInt8] = []
+        payload.reserveCapacity(96 + method.utf8.count)
+        payload.append(contentsOf: #"{"id":"#.utf8)
+        payload.append(contentsOf: (request["id"] ?? .string("0")).serializedBytes())
+        payload.append(contentsOf: #","code":200,"data":"#.utf8)
+        payload.append(contentsOf: data.serializedBytes())
+        payload.append(contentsOf: #","message":"success","version":"1.0","method":"#.utf8)
+        payload.append(contentsOf: JSONValue.string(method).serializedBytes())
+        payload.append(UInt8(ascii: "}"))
+        return OutboundMessage(topic: topic, payload: payload, qos: 0)
     }
 
     /// `[{"productKey","deviceName"}]` of the sub-devices a request named, as its reply's `data`.
@@ -351,19 +374,17 @@ package struct AlinkDialect: Dialect {
             return OutboundMessage(topic: "/sys/\(pk)/\(dn)/thing/service/property/set",
                                    payload: JSONValue.object(payload).serializedBytes(), qos: 1)
         case .otaStart:
-            // The push Linkkit takes: every one of url, version, size, sign and signMethod, or the device hears
-            // nothing; `SHA256` with the lowercase hex digest (`MD5` in capitals crashes its download). It is not
-            // answered: progress and the new version follow on their own topics.
+            // The push Linkkit takes (`imageData`). It is not answered: progress and the new version follow on their
+            // own topics.
             guard let image = data, let url = image["url"]?.stringValue, let version = image["version"]?.stringValue,
-                  let sha256 = image["sha256"]?.stringValue, let size = image["size"]?.int64Value, size > 0 else {
+                  let sha256 = image["sha256"]?.stringValue,
+                  let offer = Self.imageData(FirmwareCatalog.Image(version: version, url: url, sha256: sha256,
+                                                                   size: image["size"]?.int64Value)) else {
                 return nil
             }
             let payload = JSONObject([
                 ("code", .string("1000")), ("id", .integer(Int64(id) ?? 0)), ("message", .string("success")),
-                ("data", .object(JSONObject([
-                    ("size", .integer(size)), ("version", .string(version)), ("url", .string(url)),
-                    ("sign", .string(sha256.lowercased())), ("signMethod", .string("SHA256")),
-                ]))),
+                ("data", .object(offer)),
             ])
             return OutboundMessage(topic: "/ota/device/upgrade/\(pk)/\(dn)",
                                    payload: JSONValue.object(payload).serializedBytes(), qos: 1, answered: false)

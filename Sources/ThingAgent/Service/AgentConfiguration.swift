@@ -192,9 +192,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// The keys of the JSON file, each with how to apply a value; the environment and flags use the same table.
     static let keys: [(key: String, env: String, apply: @Sendable (inout AgentConfiguration, JSONValue) -> Bool)] = [
         ("broker", "THING_AGENT_BROKER", { c, v in
-            guard let urls = stringList(v, trimming: true), !urls.isEmpty, !urls.contains(where: \.isEmpty) else {
-                return false
-            }
+            guard let urls = stringList(v, trimming: true), !urls.isEmpty, !urls.contains(where: \.isEmpty),
+                  Set(urls).count == urls.count else { return false }
             c.mqtt.brokers = urls
             return true
         }),

@@ -54,13 +54,17 @@ struct NATSClusterTests {
             #expect(missing.isEmpty, "acknowledged but not in the cache file: \(missing.prefix(20))")
             print("reports acknowledged: \(reports.count), failed: \(streams.map(\.failed).reduce(0, +)), all in the cache file")
 
-            // Its status, retained, is online again, said after the kill.
-            let status = try await Self.retained("thing-agent/agents/\(daemon.clientID)/status", cluster, node: order[1])
+            // Its status, retained, is online again, said after the kill. A new client's QoS 1 subscription makes a
+            // JetStream consumer, refused for a few seconds while the cluster settles after a kill: new clients
+            // (this one, the CLI's) retry.
+            let status = try await Self.retrying(cluster) {
+                try await Self.retained("thing-agent/agents/\(daemon.clientID)/status", cluster, node: order[1])
+            }
             #expect(status["status"] == "online")
             #expect((status["time"]?.int64Value ?? 0) >= killedAtMillis, "\(status)")
 
             // Its API answers over MQTT: a client of the list (auto: 3.1.1 to NATS, answers by replyTo), and the CLI.
-            let health = try await daemon.callAPI("health")
+            let health = try await Self.retrying(cluster) { try await daemon.callAPI("health") }
             #expect(health["status"] == "ok", "\(health)")
             let device = reports[0].device
             let edit = try await daemon.cli(["edit", device, "--name", "Hall light"])
@@ -140,6 +144,30 @@ struct NATSClusterTests {
     // MARK: helpers
 
     static func seconds(_ duration: Duration) -> String { String(format: "%.2f", duration.seconds) }
+
+    /// Runs `body` until it works, for at most 60 s; prints each failure and, the first time, the nodes' errors.
+    static func retrying<T>(_ cluster: NATSCluster, _ body: () async throws -> T) async throws -> T {
+        let started = ContinuousClock.now
+        var failures = 0
+        while true {
+            do {
+                let result = try await body()
+                if failures > 0 { print("worked after \(failures) failures, \(seconds(ContinuousClock.now - started)) s") }
+                return result
+            } catch {
+                failures += 1
+                print("failed (\(seconds(ContinuousClock.now - started)) s): \(error)")
+                if failures == 1 {
+                    for node in cluster.nodes.indices where cluster.isRunning(node) {
+                        let errors = cluster.log(node).split(separator: "\n").filter { $0.contains("[ERR]") && !$0.contains("route") }
+                        print("\(cluster.nodes[node].name): \(errors.suffix(5).joined(separator: "\n"))")
+                    }
+                }
+                guard ContinuousClock.now - started < .seconds(60) else { throw error }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+        }
+    }
 
     /// A node that does not lead JetStream's meta group: its leadership cannot be moved without the system account,
     /// and a kill of its leader adds an election of its own.

@@ -1,5 +1,7 @@
-/// Host, port and transport parsed from `MQTTConfiguration.url`.
+/// Host, port and transport parsed from one of `MQTTConfiguration.brokers`.
 struct BrokerAddress: Sendable, Equatable {
+    /// The URL as configured.
+    var url: String
     var host: String
     var port: Int
     var usesTLS: Bool
@@ -9,6 +11,7 @@ struct BrokerAddress: Sendable, Equatable {
         func invalid(_ why: String) -> MQTTError {
             MQTTError(kind: .invalidURL, code: MQTTError.Code.invalid, message: why, context: "url \"\(url)\"")
         }
+        self.url = url
         guard let schemeEnd = url.range(of: "://") else { throw invalid("expected mqtt://host:port or mqtts://host:port") }
         switch url[..<schemeEnd.lowerBound].lowercased() {
         case "mqtt": usesTLS = false
@@ -42,5 +45,24 @@ struct BrokerAddress: Sendable, Equatable {
         } else {
             port = usesTLS ? 8883 : 1883
         }
+    }
+}
+
+extension BrokerAddress {
+    /// Every broker of a list: at least one, all `mqtt://` or all `mqtts://` (one connection's TLS is set up once,
+    /// for whichever broker it reaches).
+    static func list(_ urls: [String]) throws(MQTTError) -> [BrokerAddress] {
+        guard !urls.isEmpty else {
+            throw MQTTError(kind: .invalidURL, code: MQTTError.Code.invalid, message: "no broker given",
+                            context: "the broker list")
+        }
+        var addresses: [BrokerAddress] = []
+        for url in urls { addresses.append(try BrokerAddress(parsing: url)) }
+        if Set(addresses.map(\.usesTLS)).count > 1 {
+            throw MQTTError(kind: .invalidURL, code: MQTTError.Code.invalid,
+                            message: "the brokers of a list all use mqtt:// or all mqtts://",
+                            context: "the broker list \(urls.joined(separator: ","))")
+        }
+        return addresses
     }
 }

@@ -23,14 +23,14 @@ public final class MQTTClient: Sendable {
         onMessage: (@Sendable (MQTTMessage) -> Void)? = nil,
         onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)? = nil
     ) throws(MQTTError) {
-        let address = try BrokerAddress(parsing: configuration.url)
+        let addresses = try BrokerAddress.list(configuration.brokers)
         let core = ClientCore(
-            configuration: configuration, address: address, streamMessages: streamMessages,
+            configuration: configuration, addresses: addresses, streamMessages: streamMessages,
             onMessage: onMessage, onStateChange: onStateChange)
         // The handle's `obj` holds one retain on the core, given back after mosquitto_destroy.
         let retained = Unmanaged.passRetained(core).toOpaque()
         do {
-            let handle = try MosquittoHandle.make(configuration, address, userData: retained)
+            let handle = try MosquittoHandle.make(configuration, addresses[0], userData: retained)
             core.state.withLock { $0.handle = handle }
         } catch {
             Unmanaged<ClientCore>.fromOpaque(retained).release()
@@ -55,6 +55,12 @@ public final class MQTTClient: Sendable {
     public var messages: AsyncStream<MQTTMessage> { core.messages }
 
     public var state: MQTTConnectionState { core.state.withLock { $0.connection } }
+
+    /// The broker of the current connection (while reconnecting: the one being tried or last tried), as it is
+    /// written in `configuration.brokers`, and the protocol version spoken to it (`.v311` or `.v5`).
+    public var broker: (url: String, version: MQTTProtocolVersion) {
+        core.state.withLock { (core.addresses[$0.broker].url, $0.version) }
+    }
 
     /// How long ago the network thread (which also runs `onMessage`) last went round its loop; nil when no thread
     /// runs. It goes round at least every 100 ms while it connects, serves or waits to reconnect, so a large value
@@ -143,7 +149,7 @@ public final class MQTTClient: Sendable {
         for qos in QoS.allCases {
             let group = filters.filter { $0.1 == qos }
             guard !group.isEmpty else { continue }
-            try await awaitAcknowledgement(context: "subscribe to \"\(group[0].0)\"") { handle, mid in
+            try await awaitAcknowledgement(context: "subscribe to \"\(group[0].0)\"") { handle, mid, _ in
                 var names = group.map { strdup($0.0) }
                 defer { names.forEach { free($0) } }
                 let rc = names.withUnsafeMutableBufferPointer { buffer in
@@ -157,7 +163,7 @@ public final class MQTTClient: Sendable {
 
     /// Unsubscribes, waits for the UNSUBACK, and forgets the filter (it is no longer restored).
     public func unsubscribe(_ topicFilter: String) async throws(MQTTError) {
-        try await awaitAcknowledgement(context: "unsubscribe from \"\(topicFilter)\"") { handle, mid in
+        try await awaitAcknowledgement(context: "unsubscribe from \"\(topicFilter)\"") { handle, mid, _ in
             let rc = libmosquitto.mosquitto_unsubscribe(handle.pointer, &mid, topicFilter)
             return (rc, { .unsubscribe($0, filter: topicFilter) })
         } beforeSending: { state in
@@ -175,18 +181,20 @@ public final class MQTTClient: Sendable {
     ) async throws(MQTTError) {
         let context = "publish to \"\(topic)\""
         var properties = PropertyList()
-        if core.configuration.protocolVersion == .v5 {
+        if core.configuration.protocolVersion != .v311 {
             var rc: Int32 = 0
             if let responseTopic { rc = properties.addString(MQTT_PROP_RESPONSE_TOPIC, responseTopic) }
             if rc == 0, let correlationData { rc = properties.addBinary(MQTT_PROP_CORRELATION_DATA, correlationData) }
             if rc != 0 { throw MQTTError.library(rc, context: context) }
         }
         let propertyList = SendableProperties(pointer: properties.pointer)
-        let send = { (handle: MosquittoHandle, mid: inout Int32) -> Int32 in
+        // Under the client's lock: the properties go only to a broker spoken to in MQTT 5 (libmosquitto refuses
+        // them under 3.1.1), which, with `.auto` and a list, is known only at the moment of sending.
+        let send = { (handle: MosquittoHandle, mid: inout Int32, version: MQTTProtocolVersion) -> Int32 in
             payload.withUnsafeBytes { bytes in
                 libmosquitto.mosquitto_publish_v5(
                     handle.pointer, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain,
-                    propertyList.pointer)
+                    version == .v5 ? propertyList.pointer : nil)
             }
         }
         if qos == .atMostOnce {
@@ -195,15 +203,15 @@ public final class MQTTClient: Sendable {
                     return .failure(notConnectedError(state, context: context))
                 }
                 var mid: Int32 = 0
-                let rc = send(handle, &mid)
+                let rc = send(handle, &mid, state.version)
                 core.wake.signal()
                 return rc == 0 ? .success(()) : .failure(.library(rc, context: context))
             }
             try outcome.get()
             return
         }
-        try await awaitAcknowledgement(context: context) { handle, mid in
-            (send(handle, &mid), { .publish($0, topic: topic) })
+        try await awaitAcknowledgement(context: context) { handle, mid, version in
+            (send(handle, &mid, version), { .publish($0, topic: topic) })
         }
         _ = properties  // a last use: the property list must outlive the locked send above
     }
@@ -257,7 +265,7 @@ public final class MQTTClient: Sendable {
     /// the send call has even returned; the callback then waits for the lock and finds the registration.
     private func awaitAcknowledgement(
         context: String,
-        send: (MosquittoHandle, inout Int32) -> (Int32, (ClientCore.Waiter) -> PendingOperation),
+        send: (MosquittoHandle, inout Int32, MQTTProtocolVersion) -> (Int32, (ClientCore.Waiter) -> PendingOperation),
         beforeSending: (inout State) -> Void = { _ in }
     ) async throws(MQTTError) {
         // A cancelled caller stops waiting, but its packet is sent all the same (a stopping agent's last words are
@@ -275,7 +283,7 @@ public final class MQTTClient: Sendable {
                     }
                     beforeSending(&state)
                     var mid: Int32 = 0
-                    let (rc, operation) = send(handle, &mid)
+                    let (rc, operation) = send(handle, &mid, state.version)
                     core.wake.signal()
                     if rc != 0 {
                         state.effects.resumptions.append((waiter, .failure(.library(rc, context: context))))

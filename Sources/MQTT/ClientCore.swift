@@ -7,7 +7,8 @@ final class ClientCore: Sendable {
     typealias Waiter = CheckedContinuation<Result<Void, MQTTError>, Never>
 
     let configuration: MQTTConfiguration
-    let address: BrokerAddress
+    /// `configuration.brokers`, parsed; `State.broker` says which one is in use.
+    let addresses: [BrokerAddress]
     let onMessage: (@Sendable (MQTTMessage) -> Void)?
     let onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)?
     let messages: AsyncStream<MQTTMessage>
@@ -29,12 +30,12 @@ final class ClientCore: Sendable {
     }
 
     init(
-        configuration: MQTTConfiguration, address: BrokerAddress, streamMessages: Bool,
+        configuration: MQTTConfiguration, addresses: [BrokerAddress], streamMessages: Bool,
         onMessage: (@Sendable (MQTTMessage) -> Void)?,
         onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)?
     ) {
         self.configuration = configuration
-        self.address = address
+        self.addresses = addresses
         self.onMessage = onMessage
         self.onStateChange = onStateChange
         let (stream, sink) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
@@ -45,7 +46,8 @@ final class ClientCore: Sendable {
             messageSink = nil
             sink.finish()
         }
-        state = Mutex(State())
+        let first: MQTTProtocolVersion = configuration.protocolVersion == .v311 ? .v311 : .v5
+        state = Mutex(State(versions: addresses.map { _ in first }))
     }
 
     static func from(_ obj: UnsafeMutableRawPointer?) -> ClientCore? {
@@ -191,6 +193,13 @@ struct Effects {
 /// Everything mutable about a client.
 struct State {
     var connection: MQTTConnectionState = .idle
+    /// The broker of the current connection, or the one being tried (an index of `ClientCore.addresses`); changed
+    /// by the network thread alone.
+    var broker = 0
+    /// The protocol version spoken to each broker: `.v311` or `.v5` (with `.auto`, `.v5` until a broker refuses it).
+    var versions: [MQTTProtocolVersion]
+    /// The protocol version spoken to the broker in use.
+    var version: MQTTProtocolVersion { versions[broker] }
     /// nil once destroyed.
     var handle: MosquittoHandle?
     var threadRunning = false

@@ -50,10 +50,18 @@ public struct MQTTTLS: Sendable {
     }
 }
 
-/// Everything needed to reach and talk to one broker.
+/// Everything needed to reach and talk to a broker, or to one of a list of brokers (the nodes of a cluster).
 public struct MQTTConfiguration: Sendable {
-    /// `mqtt://host:port` or `mqtts://host:port`; the port defaults to 1883 / 8883.
-    public var url: String
+    /// The brokers, in the order they are tried: `mqtt://host:port` or `mqtts://host:port` each (the port defaults
+    /// to 1883 / 8883), all of one scheme. The first `connect()` tries them in order until one accepts; a lost
+    /// connection goes on with the next one (and round the list), the reconnect backoff growing per round of the
+    /// list, not per broker.
+    public var brokers: [String]
+    /// The first broker of `brokers`; setting it makes it the only one.
+    public var url: String {
+        get { brokers.first ?? "" }
+        set { brokers = [newValue] }
+    }
     public var clientID: String
     public var username: String?
     public var password: String?
@@ -61,10 +69,12 @@ public struct MQTTConfiguration: Sendable {
     public var tls: MQTTTLS?
     /// Keepalive interval in seconds (libmosquitto requires at least 5).
     public var keepAlive: Int = 30
+    /// `.v311`, `.v5`, or `.auto` (MQTT 5, and 3.1.1 with each broker that refuses 5).
     public var protocolVersion: MQTTProtocolVersion = .v311
     /// Clean session (3.1.1) / clean start (5).
     public var cleanSession: Bool = true
-    /// MQTT 5 session expiry interval in seconds; nil sends none (the session ends with the connection).
+    /// MQTT 5 session expiry interval in seconds; nil sends none (the session ends with the connection). Not sent to
+    /// a broker spoken to in 3.1.1, where a session lasts until a clean-session connect.
     public var sessionExpiry: UInt32? = nil
     public var will: MQTTWill? = nil
     public var reconnectMinDelay: Duration = .milliseconds(100)
@@ -85,8 +95,14 @@ public struct MQTTConfiguration: Sendable {
     /// wait in the library, in order, until acknowledgements make room. An MQTT 5 broker may ask for fewer.
     public var sendMaximum: Int = 20
 
+    /// One broker.
     public init(url: String, clientID: String) {
-        self.url = url
+        self.init(brokers: [url], clientID: clientID)
+    }
+
+    /// A list of brokers, tried in order (`brokers`).
+    public init(brokers: [String], clientID: String) {
+        self.brokers = brokers
         self.clientID = clientID
     }
 }

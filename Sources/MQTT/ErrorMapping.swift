@@ -34,11 +34,11 @@ extension MQTTError {
 
     /// An error for a refused CONNACK. 3.1.1 return codes are 1...5; MQTT 5 reason codes are 0x80 and up.
     static func connack(_ code: Int32, version: MQTTProtocolVersion, context: String) -> MQTTError {
-        let text = version == .v5 ? libraryText(libmosquitto.mosquitto_reason_string(code)) : libraryText(libmosquitto.mosquitto_connack_string(code))
+        let text = version != .v311 ? libraryText(libmosquitto.mosquitto_reason_string(code)) : libraryText(libmosquitto.mosquitto_connack_string(code))
         let refusedCredentials: Bool
         switch version {
         case .v311: refusedCredentials = code == 4 || code == 5
-        case .v5: refusedCredentials = code == 0x86 || code == 0x87 || code == 0x8C  // bad user/password, not authorized, bad auth method
+        case .v5, .auto: refusedCredentials = code == 0x86 || code == 0x87 || code == 0x8C  // bad user/password, not authorized, bad auth method
         }
         return MQTTError(kind: refusedCredentials ? .notAuthorized : .connectionRefused, code: code, message: text, context: context)
     }

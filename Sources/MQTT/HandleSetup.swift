@@ -47,8 +47,6 @@ extension MosquittoHandle {
         }
         // The network thread and callers' threads both use the handle: make libmosquitto take its locks.
         try check(libmosquitto.mosquitto_threaded_set(pointer, true), "enabling thread safety")
-        let version = configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
-        try check(libmosquitto.mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, version), "setting the protocol version")
         // MQTT packets are small and often follow one another (a PUBACK, then an answer): with Nagle's algorithm
         // the second waits for the peer's delayed ACK, about 40 ms on Linux, on every request/answer round trip.
         try check(libmosquitto.mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, 1), "disabling Nagle's algorithm")
@@ -75,9 +73,6 @@ extension MosquittoHandle {
         if address.usesTLS || configuration.tls != nil {
             try applyTLS(configuration.tls ?? MQTTTLS())
         }
-        if configuration.protocolVersion == .v5, let expiry = configuration.sessionExpiry {
-            try storeConnectProperties(sessionExpiry: expiry, keepAlive: configuration.keepAlive)
-        }
         Callbacks.install(on: pointer)
     }
 
@@ -102,16 +97,26 @@ extension MosquittoHandle {
         }
     }
 
+    /// Sets what one connection attempt speaks: the protocol version (`.v311` or `.v5`) and, under MQTT 5, the
+    /// CONNECT properties (the session expiry). Called by the network thread before each attempt, since each broker
+    /// of a list may speak another version.
+    ///
     /// libmosquitto 2.0 has no asynchronous connect that takes CONNECT properties, but it keeps the properties given
     /// to `mosquitto_connect_bind_v5` and sends them on every later (re)connect, asynchronous ones included. That
-    /// function stores them before it validates the port, so an invalid port stores them without opening a socket.
-    private func storeConnectProperties(sessionExpiry: UInt32, keepAlive: Int) throws(MQTTError) {
+    /// function stores them (or, given none, drops those it kept: under 3.1.1 a kept list fails every connect with
+    /// MOSQ_ERR_NOT_SUPPORTED) before it validates the port, so an invalid port stores them without opening a socket.
+    func prepare(version: MQTTProtocolVersion, sessionExpiry: UInt32?, keepAlive: Int) throws(MQTTError) {
+        let option = version == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
+        let set = libmosquitto.mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, option)
+        if set != 0 { throw MQTTError.library(set, context: "setting the protocol version") }
         var properties = PropertyList()
-        let added = properties.addInt32(MQTT_PROP_SESSION_EXPIRY_INTERVAL, sessionExpiry)
-        if added != 0 { throw MQTTError.library(added, context: "building the session expiry property") }
+        if version == .v5, let sessionExpiry {
+            let added = properties.addInt32(MQTT_PROP_SESSION_EXPIRY_INTERVAL, sessionExpiry)
+            if added != 0 { throw MQTTError.library(added, context: "building the session expiry property") }
+        }
         let rc = libmosquitto.mosquitto_connect_bind_v5(pointer, "localhost", -1, Int32(keepAlive), nil, properties.pointer)
         if rc != MQTTError.Code.invalid {
-            throw MQTTError.library(rc, context: "storing the session expiry property")
+            throw MQTTError.library(rc, context: "storing the CONNECT properties")
         }
     }
 }

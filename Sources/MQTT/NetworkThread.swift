@@ -21,15 +21,14 @@ struct NetworkThread: Sendable {
     }
 
     private var configuration: MQTTConfiguration { core.configuration }
-    private var target: String { core.configuration.url }
 
     private func run() {
-        switch connectOnce(initial: true) {
+        switch connectFirst() {
         case .failure(let error):
             // Drop any half-open socket so that an idle client holds nothing; `connect()` may be called again.
             let resetError: MQTTError?
             do {
-                try handle.reset(configuration, core.address, userData: core.userData)
+                try handle.reset(configuration, core.addresses[0], userData: core.userData)
                 resetError = nil
             } catch {
                 resetError = error
@@ -73,8 +72,8 @@ struct NetworkThread: Sendable {
             // A stop signalled while the turn ran: the connection ending now is the stop, not a loss.
             if stopRequested { return nil }
             let osError = errno
-            let reason = core.withState { $0.serverDisconnectReason }
-            let library = MQTTError.library(rc, errno: osError, context: "connection to \(target) lost",
+            let (reason, broker) = core.withState { ($0.serverDisconnectReason, $0.broker) }
+            let library = MQTTError.library(rc, errno: osError, context: "connection to \(core.addresses[broker].url) lost",
                                             kind: .notConnected)
             let lost = losses.connectionLost(error: library, serverReason: reason, clientID: configuration.clientID)
             core.withState { state in
@@ -83,7 +82,7 @@ struct NetworkThread: Sendable {
                 // is told now rather than left waiting for an outage of unknown length.
                 state.failPending(.notConnected("connection lost before the broker acknowledged"))
             }
-            switch reconnect(firstAttempt: losses.backoffAttempt) {
+            switch reconnect(firstRound: losses.backoffAttempt) {
             case .connected(let attempts):
                 losses.reconnected(tries: attempts - losses.backoffAttempt, attempt: attempts)
                 continue
@@ -93,38 +92,92 @@ struct NetworkThread: Sendable {
     }
 
     private enum ReconnectOutcome {
-        /// With the backoff attempt number the next loss continues from if this connection does not last.
+        /// With the backoff round the next loss continues from if this connection does not last.
         case connected(attempts: Int)
         case stop(MQTTError?)
     }
 
-    /// Retries with backoff, starting at `firstAttempt` (not 0 after a connection that did not last).
-    private func reconnect(firstAttempt: Int) -> ReconnectOutcome {
+    /// The first connect: each broker of the list once, in order, until one accepts. None did: the one error of a
+    /// single broker, or one naming every broker's.
+    private func connectFirst() -> Result<Void, MQTTError> {
+        var errors: [MQTTError] = []
+        for broker in core.addresses.indices {
+            switch connectOnce(to: broker) {
+            case .success: return .success(())
+            case .failure(let error) where error.kind == .closed: return .failure(error)
+            case .failure(let error): errors.append(error)
+            }
+        }
+        guard errors.count > 1 else { return .failure(errors[0]) }
+        // Refused credentials or a TLS set-up that cannot work say more than a broker that is down.
+        let telling = errors.first { [.notAuthorized, .tls].contains($0.kind) } ?? errors[0]
+        return .failure(MQTTError(kind: telling.kind, code: telling.code,
+                                  message: errors.map(\.description).joined(separator: "; "),
+                                  context: "no broker of the list accepted the connection"))
+    }
+
+    /// Retries with backoff in rounds of the list, starting at round `firstRound` (not 0 after a connection that did
+    /// not last): a pause, then every broker once, beginning with the one after the broker lost and ending with it.
+    /// With one broker, a round is one attempt. Refused credentials stop the client when every broker of a round
+    /// refused them.
+    private func reconnect(firstRound: Int) -> ReconnectOutcome {
         let backoff = ReconnectBackoff(minDelay: configuration.reconnectMinDelay, maxDelay: configuration.reconnectMaxDelay)
         var generator = SystemRandomNumberGenerator()
-        var attempt = firstAttempt
+        let count = core.addresses.count
+        let lost = core.withState { $0.broker }
+        var round = firstRound
         while true {
-            if !sleep(backoff.delay(attempt: attempt, using: &generator)) { return .stop(nil) }
-            attempt += 1
-            switch connectOnce(initial: false) {
-            case .success:
-                core.withState { $0.transition(to: .connected) }
-                return .connected(attempts: attempt)
-            case .failure(let error) where error.kind == .closed:
-                return .stop(nil)
-            case .failure(let error) where error.kind == .notAuthorized:
-                // Retrying refused credentials only fills the broker's log; stop and say why.
-                return .stop(error)
-            case .failure(let error):
-                core.withState { $0.transition(to: .reconnecting(reason: error.description), error: error) }
+            if !sleep(backoff.delay(attempt: round, using: &generator)) { return .stop(nil) }
+            round += 1
+            var refused: MQTTError?
+            var onlyRefused = true
+            for step in 1...count {
+                switch connectOnce(to: (lost + step) % count) {
+                case .success:
+                    core.withState { $0.transition(to: .connected) }
+                    return .connected(attempts: round)
+                case .failure(let error) where error.kind == .closed:
+                    return .stop(nil)
+                case .failure(let error):
+                    if error.kind == .notAuthorized { refused = refused ?? error } else { onlyRefused = false }
+                    core.withState { $0.transition(to: .reconnecting(reason: error.description), error: error) }
+                }
             }
+            // Retrying refused credentials only fills the brokers' logs; stop and say why.
+            if onlyRefused, let refused { return .stop(refused) }
         }
     }
 
-    /// One connection attempt, bounded by `connectTimeout`: TCP connect, TLS handshake, CONNACK, and (when the
-    /// broker has no session for us) re-subscribing every remembered filter and waiting for the SUBACKs.
-    private func connectOnce(initial: Bool) -> Result<Void, MQTTError> {
-        let context = "connecting to \(target)"
+    /// One connection attempt to `broker` (an index of the list) in the version spoken to it; with `.auto`, a
+    /// broker that refuses MQTT 5 is tried again at once in 3.1.1, which it is spoken to from then on.
+    private func connectOnce(to broker: Int) -> Result<Void, MQTTError> {
+        let version = core.withState { state in
+            state.broker = broker
+            return state.version
+        }
+        let outcome = attempt(version: version)
+        guard configuration.protocolVersion == .auto, version == .v5, case .failure(let error) = outcome,
+              Self.refusesVersion5(error) else { return outcome }
+        core.withState { $0.versions[broker] = .v311 }
+        return attempt(version: .v311)
+    }
+
+    /// How a broker that speaks only 3.1.1 answers a version 5 CONNECT: a CONNACK "unsupported protocol version"
+    /// (libmosquitto turns a 3.1.1 CONNACK refusing the version into reason 0x84), or a packet libmosquitto cannot
+    /// read (MOSQ_ERR_PROTOCOL).
+    private static func refusesVersion5(_ error: MQTTError) -> Bool {
+        (error.kind == .connectionRefused && error.code == Self.unsupportedProtocolVersion)
+            || (error.kind == .protocolError && error.code == MQTTError.Code.protocolViolation)
+    }
+
+    private static let unsupportedProtocolVersion: Int32 = 0x84
+
+    /// One connection attempt to the broker `State.broker` names, bounded by `connectTimeout`: TCP connect, TLS
+    /// handshake, CONNACK, and (when the broker has no session for us) re-subscribing every remembered filter and
+    /// waiting for the SUBACKs.
+    private func attempt(version: MQTTProtocolVersion) -> Result<Void, MQTTError> {
+        let address = core.withState { core.addresses[$0.broker] }
+        let context = "connecting to \(address.url)"
         let clock = ContinuousClock()
         let deadline = clock.now + configuration.connectTimeout
         core.withState { state in
@@ -132,13 +185,19 @@ struct NetworkThread: Sendable {
             state.serverDisconnectReason = nil
             state.attemptLog.removeAll()
         }
+        do {
+            try handle.prepare(version: version, sessionExpiry: configuration.sessionExpiry,
+                               keepAlive: configuration.keepAlive)
+        } catch {
+            return .failure(error)
+        }
         // Asynchronous connects never block in connect(2), so an unresponsive host cannot outlast the deadline.
-        let started =
-            initial
-            ? libmosquitto.mosquitto_connect_bind_async(
-                handle.pointer, core.address.host, Int32(core.address.port), Int32(configuration.keepAlive), nil)
-            : libmosquitto.mosquitto_reconnect_async(handle.pointer)
-        if started != 0 { return .failure(diagnosed(Self.connectFailure(started, errno: errno, context: context))) }
+        // Every attempt names its broker (libmosquitto's reconnect would dial the last one again).
+        let started = libmosquitto.mosquitto_connect_bind_async(
+            handle.pointer, address.host, Int32(address.port), Int32(configuration.keepAlive), nil)
+        if started != 0 {
+            return .failure(diagnosed(Self.connectFailure(started, errno: errno, context: context), address))
+        }
 
         var restoreSent = false
         while true {
@@ -167,11 +226,11 @@ struct NetworkThread: Sendable {
             }
             switch step {
             case .refused(let code):
-                return .failure(.connack(code, version: configuration.protocolVersion, context: context))
+                return .failure(.connack(code, version: version, context: context))
             case .done:
                 return .success(())
             case .waiting:
-                if rc != 0 { return .failure(diagnosed(Self.connectFailure(rc, errno: osError, context: context))) }
+                if rc != 0 { return .failure(diagnosed(Self.connectFailure(rc, errno: osError, context: context), address)) }
             }
         }
     }
@@ -190,12 +249,11 @@ struct NetworkThread: Sendable {
     /// The library's error with its cause put in words where libmosquitto has none: what failed in TLS ("A TLS error
     /// occurred" for every cause), or a plain `mqtt://` URL that reached a TLS listener (it closes the connection
     /// without a word, which looks like a broker that is not there).
-    private func diagnosed(_ error: MQTTError) -> MQTTError {
+    private func diagnosed(_ error: MQTTError, _ address: BrokerAddress) -> MQTTError {
         switch error.kind {
         case .timeout, .notAuthorized, .closed, .invalidURL, .clientIDInUse: return error
         default: break
         }
-        let address = core.address
         let probeTimeout = min(configuration.connectTimeout, .seconds(3))
         if address.usesTLS || configuration.tls != nil {
             let log = core.withState { $0.attemptLog }

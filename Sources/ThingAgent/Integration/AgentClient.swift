@@ -45,10 +45,14 @@ public final class AgentClient: Sendable {
     }
 
     /// Connects to the broker and subscribes to the reply topic.
+    ///
+    /// At QoS 0: this client's session is clean, so an answer is lost with a broken connection at either QoS, and
+    /// on a live one QoS 0 loses nothing. A QoS 1 subscription costs a NATS cluster a replicated JetStream consumer,
+    /// which it may refuse for some seconds after a node died (docs/brokers.md); a QoS 0 one costs it nothing.
     public func connect() async throws(AgentClientError) {
         do {
             try await client.connect()
-            try await client.subscribe(replyTopic, qos: .atLeastOnce)
+            try await client.subscribe(replyTopic, qos: .atMostOnce)
         } catch {
             await client.disconnect()
             throw .brokerUnavailable("\(error)")

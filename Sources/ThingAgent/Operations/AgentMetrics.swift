@@ -39,6 +39,11 @@ extension Agent {
                    connectionLog.isConnected ? 1 : 0)
         out.single("thing_agent_broker_connection_losses_total", .counter, "Connections to the broker lost.",
                    Double(connectionLog.lostConnections))
+        let broker = connectionLog.broker
+        out.family("thing_agent_broker_info", .gauge,
+                   "Always 1: the broker of the list in use (while reconnecting, the one last tried) and the MQTT "
+                       + "version spoken to it.")
+        out.sample("thing_agent_broker_info", [("broker", broker.url), ("mqtt_version", broker.version)], 1)
 
         out.family("thing_agent_requests_total", .counter,
                    "Requests the agent sent to devices, by kind (topic suffix) and outcome.")

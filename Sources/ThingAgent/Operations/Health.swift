@@ -35,7 +35,8 @@ extension Agent {
         return [
             {
                 HealthReport.Check(name: "broker", ok: connection.isConnected,
-                                   detail: connection.isConnected ? "connected" : "not connected")
+                                   detail: connection.isConnected ? "connected to \(connection.broker.url)"
+                                       : "not connected")
             },
             {
                 // The last write failed, or one has not come back for a long time (the flusher wakes every second).

@@ -15,10 +15,11 @@ extension Agent {
 
     /// One line for `systemctl status`: the devices cached and the broker connection.
     public var statusLine: String {
+        let url = connectionLog.broker.url
         let broker: String = switch client.state {
-        case .connected: "connected to \(configuration.mqtt.broker)"
-        case .connecting, .idle: "connecting to \(configuration.mqtt.broker)"
-        case .reconnecting(let reason): "reconnecting to \(configuration.mqtt.broker) (\(reason))"
+        case .connected: "connected to \(url)"
+        case .connecting, .idle: "connecting to \(url)"
+        case .reconnecting(let reason): "reconnecting to \(url) (\(reason))"
         case .stopped: "disconnected"
         }
         return "\(cache.count) devices; broker \(broker)"

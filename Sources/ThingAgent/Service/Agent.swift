@@ -145,8 +145,8 @@ public final class Agent: Sendable {
         try Self.replayJournal(role: role, writer: writer, ingestor: ingestor, watches: watches, report: report,
                                logger: logger, shouldStop: shouldStop)
         let mqtt = Self.mqttConfiguration(configuration, daemon: role.speaksForTheFleet)
-        let connectionLog = ConnectionLog(broker: configuration.mqtt.broker, clientID: mqtt.clientID, logger: logger,
-                                          quiet: !role.speaksForTheFleet)
+        let connectionLog = ConnectionLog(brokers: configuration.mqtt.brokers, autoVersion: mqtt.protocolVersion == .auto,
+                                          clientID: mqtt.clientID, logger: logger, quiet: !role.speaksForTheFleet)
         self.connectionLog = connectionLog
         let readiness = readiness
         client = try MQTTClient(
@@ -156,6 +156,7 @@ public final class Agent: Sendable {
                 connectionLog.changed(state, error)
                 readiness.connection(up: state == .connected)
             })
+        connectionLog.follow(client)
         // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
         ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
         replies?.use(client, agent: self)
@@ -199,7 +200,7 @@ public final class Agent: Sendable {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
             // subscriptions: the broker handles a connection's packets in order, so it is in place by now.
             logger.info("connected and subscribed", metadata: [
-                "broker": configuration.mqtt.broker, "devices": "\(cache.count)", "root": topics.root])
+                "broker": connectionLog.broker.url, "devices": "\(cache.count)", "root": topics.root])
             linkEngine.start(self)
         }
     }
@@ -490,7 +491,7 @@ public final class Agent: Sendable {
         var mqtt = config.mqtt.connection(clientID: clientID)
         let persistent = daemon && config.mqtt.persistentSession
         mqtt.cleanSession = !persistent
-        if persistent, mqtt.protocolVersion == .v5 { mqtt.sessionExpiry = UInt32(config.mqtt.sessionExpiry) }
+        if persistent, mqtt.protocolVersion != .v311 { mqtt.sessionExpiry = UInt32(config.mqtt.sessionExpiry) }
         if daemon {
             mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
                                  qos: .atLeastOnce, retain: true)

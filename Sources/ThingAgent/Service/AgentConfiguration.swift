@@ -53,8 +53,14 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     /// The broker connection (keys `broker` to `reconnectMaxDelay` of the file).
     public struct MQTT: Sendable, Equatable {
-        /// `mqtt://host:port` or `mqtts://host:port`.
-        public var broker = "mqtt://127.0.0.1:1883"
+        /// The brokers, tried in order (the nodes of a cluster, say): `mqtt://host:port` or `mqtts://host:port`
+        /// each, all of one scheme. A lost connection goes on with the next one (docs/brokers.md).
+        public var brokers = ["mqtt://127.0.0.1:1883"]
+        /// `brokers` comma-separated, as the key `broker` takes them; setting one URL makes it the only broker.
+        public var broker: String {
+            get { brokers.joined(separator: ",") }
+            set { brokers = newValue.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+        }
         public var username: String?
         public var password: String?
         public var caFile: String?
@@ -63,11 +69,13 @@ public struct AgentConfiguration: Sendable, Equatable {
         public var verifyHostname = true
         /// Stable by default, so that the broker keeps the agent's session across restarts.
         public var clientID = "thing-agent"
-        /// "5" or "3.1.1" in the file (key `mqttVersion`).
-        public var version: MQTTProtocolVersion = .v5
+        /// "auto", "5" or "3.1.1" in the file (key `mqttVersion`). `.auto`: MQTT 5, and 3.1.1 with each broker that
+        /// refuses 5 (NATS's MQTT, for one).
+        public var version: MQTTProtocolVersion = .auto
         /// Keep a persistent session: QoS 1 reports published while the agent is down reach it when it returns.
         public var persistentSession = true
-        /// MQTT 5 session expiry in seconds (how long the broker keeps the session while the agent is away).
+        /// MQTT 5 session expiry in seconds (how long the broker keeps the session while the agent is away); a broker
+        /// spoken to in 3.1.1 keeps it until a clean-session connect.
         public var sessionExpiry: Double = 7 * 24 * 3600
         public var keepAlive: Double = 30
         public var reconnectMinDelay: Duration = .milliseconds(100)
@@ -78,7 +86,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         /// The broker connection these settings describe (address, credentials, TLS, keepalive, MQTT version,
         /// reconnect delays), as `clientID`, with a clean session and no will.
         public func connection(clientID: String) -> MQTTConfiguration {
-            var mqtt = MQTTConfiguration(url: broker, clientID: clientID)
+            var mqtt = MQTTConfiguration(brokers: brokers, clientID: clientID)
             mqtt.username = username
             mqtt.password = password
             if caFile != nil || certFile != nil || keyFile != nil || !verifyHostname {
@@ -183,7 +191,12 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     /// The keys of the JSON file, each with how to apply a value; the environment and flags use the same table.
     static let keys: [(key: String, env: String, apply: @Sendable (inout AgentConfiguration, JSONValue) -> Bool)] = [
-        ("broker", "THING_AGENT_BROKER", { c, v in set(&c.mqtt.broker, v) }),
+        ("broker", "THING_AGENT_BROKER", { c, v in
+            guard let urls = stringList(v, trimming: true), !urls.isEmpty, !urls.contains(where: \.isEmpty),
+                  Set(urls).count == urls.count else { return false }
+            c.mqtt.brokers = urls
+            return true
+        }),
         ("username", "THING_AGENT_USERNAME", { c, v in setOptional(&c.mqtt.username, v) }),
         ("password", "THING_AGENT_PASSWORD", { c, v in setOptional(&c.mqtt.password, v) }),
         ("caFile", "THING_AGENT_CA_FILE", { c, v in setOptional(&c.mqtt.caFile, v) }),
@@ -193,6 +206,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         ("clientId", "THING_AGENT_CLIENT_ID", { c, v in set(&c.mqtt.clientID, v) }),
         ("mqttVersion", "THING_AGENT_MQTT_VERSION", { c, v in
             switch v.stringValue {
+            case "auto": c.mqtt.version = .auto
             case "5": c.mqtt.version = .v5
             case "3.1.1": c.mqtt.version = .v311
             default: return false

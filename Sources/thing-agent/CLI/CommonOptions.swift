@@ -5,7 +5,7 @@ import ThingAgent
 enum CommonOptions {
     /// Flags that map one-to-one onto configuration keys.
     static let settings: [(flag: String, key: String, valueName: String, help: String)] = [
-        ("broker", "broker", "URL", "broker URL, mqtt://host:port or mqtts://host:port"),
+        ("broker", "broker", "URLS", "broker URL, mqtt://host:port or mqtts://host:port; several comma-separated, tried in turn"),
         ("db", "database", "PATH", "the cache file"),
         ("topic-root", "topicRoot", "R", "topic root of the device tree (default things)"),
         ("dialects", "dialects", "LIST", "wire dialects spoken, comma-separated: native, alink (default native)"),

@@ -218,7 +218,7 @@ final class Simulator: Sendable {
     }
 
     static func mqtt(_ configuration: AgentConfiguration, clientID: String, will: MQTTWill?) -> MQTTConfiguration {
-        var mqtt = MQTTConfiguration(url: configuration.mqtt.broker, clientID: clientID)
+        var mqtt = MQTTConfiguration(brokers: configuration.mqtt.brokers, clientID: clientID)
         mqtt.username = configuration.mqtt.username
         mqtt.password = configuration.mqtt.password
         if configuration.mqtt.caFile != nil || configuration.mqtt.certFile != nil || configuration.mqtt.keyFile != nil

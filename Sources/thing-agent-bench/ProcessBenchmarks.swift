@@ -18,13 +18,18 @@ struct ProcessBenchmarks {
         /// broker took, and events dropped because the feed's queue was full.
         var eventsPublished = 0
         var eventsDropped = 0
+        /// From starting the process to its log saying it is connected and subscribed.
+        var subscribedAfter: Duration = .zero
     }
 
     /// `count` QoS 1 property reports from `devices` devices queued for the daemon's persistent session; the clock
     /// runs from starting `thing-agent run` to the last report being in the cache file (polled every 5 ms, then
     /// read once more with `thing-agent info`).
     /// `eventFeed`: the daemon republishes every change on the events topics (its default), or not.
-    func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true) async throws -> Drain {
+    /// `reports`: the backlog's shape (`propertyReports` or `realisticReports`).
+    func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true,
+                     reports shape: (Int, Int) -> [(topic: String, payload: [UInt8])] = { propertyReports(count: $0, devices: $1) })
+        async throws -> Drain {
         let metrics = "127.0.0.1:\(Int.random(in: 20_000...60_000))"
         let environment = ["THING_AGENT_PUBLISH_EVENTS": eventFeed ? "true" : "false", "THING_AGENT_METRICS": metrics]
         let path = directory + "/daemon-\(UInt32.random(in: 0...UInt32.max)).sqlite"
@@ -33,7 +38,7 @@ struct ProcessBenchmarks {
         // The first run makes the persistent session; the backlog is queued for it while no daemon runs.
         try await runDaemon(arguments, environment, log: path + ".log-1") { _ in }
         let marker = "last-\(UInt32.random(in: 0...UInt32.max))"
-        var reports = propertyReports(count: count, devices: devices)
+        var reports = shape(count, devices)
         let lastDevice = "dev\((count - 1) % devices)"
         reports[count - 1].payload = Array("{\"data\":{\"mode\":\"\(marker)\"}}".utf8)
         try await Publisher(url: broker.url).publish(reports, qos: .atLeastOnce)
@@ -41,6 +46,7 @@ struct ProcessBenchmarks {
         var drain = Drain(perSecond: 0, cpuMicroseconds: 0, contextSwitches: 0)
         let start = ContinuousClock.now
         try await runDaemon(arguments, environment, log: path + ".log-2") { daemon in
+            drain.subscribedAfter = ContinuousClock.now - start
             let deadline = ContinuousClock.now + .seconds(120)
             while (try? CacheReader(path: path).device(lastDevice))??.properties["mode"]?.value.stringValue != marker {
                 guard ContinuousClock.now < deadline, daemon.isRunning else {

@@ -39,6 +39,19 @@ func propertyReports(count: Int, devices: Int, root: String = "things") -> [(top
     }
 }
 
+/// Property reports as devices in the field send them: a `msgId`, the message's `time` and three bare values
+/// (`{"msgId":"17","time":...,"data":{"counter":17,"wifi":-57,"switch_1":false}}`), `devices` devices round robin.
+func realisticReports(count: Int, devices: Int) -> [(topic: String, payload: [UInt8])] {
+    let base: Int64 = 1_764_450_000_000
+    return (0..<count).map { n in
+        let payload = """
+            {"msgId":"\(n)","time":\(base + Int64(n)),"data":{"counter":\(n),"wifi":\(-40 - n % 50),\
+            "switch_1":\(n % 2 == 0)}}
+            """
+        return ("things/dev\(n % devices)/thing/properties", Array(payload.utf8))
+    }
+}
+
 /// Alink property posts as Linkkit sends them: `{"id","version","params","method"}`, no times, booleans as 0/1.
 func alinkPosts(count: Int, devices: Int) -> [(topic: String, payload: [UInt8])] {
     (0..<count).map { n in

@@ -226,6 +226,12 @@ package enum CacheSchema {
         Migration(version: 10, name: "a used pairing's answer", sql: """
             ALTER TABLE pairings ADD COLUMN answer TEXT;
             """),
+        // The dialect a pairing is for (NULL: native; 'alink'): the broker user, client id and topics its device
+        // gets. A provisioned device's is its pairing's (`provisioned_devices.pairing`); a sub-device's pairing
+        // takes its gateway's.
+        Migration(version: 11, name: "a pairing's dialect", sql: """
+            ALTER TABLE pairings ADD COLUMN dialect TEXT;
+            """),
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).

@@ -98,11 +98,14 @@ struct AccessPolicy: Sendable {
         return acls
     }
 
-    /// What the agent (and, without `replies`, the operators' CLI standing in for it) publishes to Alink devices
-    /// (property sets, service calls, upgrade pushes; with `replies` also the answers a post, a topology or session
-    /// message and an NTP request are owed), and what it reads of them, the broker's client events included.
-    private func alinkAgentTopics(replies: Bool) -> Set<RoleACL> {
-        let sent = AlinkTopics.everyDevice(.agent).filter { replies || !($0.hasSuffix("_reply") || $0.hasSuffix("/response")) }
+    /// What the agent publishes to Alink devices (property sets, service calls, upgrade pushes, and the answers a
+    /// post, a topology or session message and an NTP request are owed) and what it reads of them, the broker's
+    /// client events included. The operators' CLI (`daemon` false) reads the same and sends sets and service calls:
+    /// the answers are the daemon's alone, and so are upgrades (`ota` asks the daemon), as in the static ACL.
+    private func alinkAgentTopics(daemon: Bool) -> Set<RoleACL> {
+        let sent = AlinkTopics.everyDevice(.agent).filter { filter in
+            daemon || filter.hasSuffix("/service/+") || filter.hasSuffix("/service/property/set")
+        }
         let read = AlinkDialect().subscriptions.map(\.filter) + [BrokerLog.topic]
         return Set(sent.map(RoleACL.send) + read.map(RoleACL.subscribe))
     }
@@ -123,7 +126,7 @@ struct AccessPolicy: Sendable {
             .send(eventsTopic + "/#"), .send(replyPrefix + "#"), .subscribe("\(root)/+/thing/#"),
             .subscribe("thing-agent/#"),
         ])
-        acls.formUnion(alinkAgentTopics(replies: true))
+        acls.formUnion(alinkAgentTopics(daemon: true))
         return acls
     }
 
@@ -138,7 +141,7 @@ struct AccessPolicy: Sendable {
             .subscribe(eventsTopic + "/#"),
             .denyReceive("\(root)/+/thing/activate"), .denyReceive("\(root)/+/thing/activate_response"),
         ])
-        acls.formUnion(alinkAgentTopics(replies: false))
+        acls.formUnion(alinkAgentTopics(daemon: false))
         return acls
     }
 

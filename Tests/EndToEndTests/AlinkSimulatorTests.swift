@@ -130,6 +130,20 @@ struct AlinkSimulatorTests {
         }
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func simulateAndPairSayTheirDialectAndAnUnknownOneIsAUsageError() async throws {
+        for command in ["simulate", "pair"] {
+            let help = try await runCommand(thingAgentExecutable(), [command, "--help"])
+            #expect(help.status == 0 && help.stdout.contains("--dialect"), "\(help.stdout)")
+        }
+        for flags in [["--dialect", "zigbee"], ["--dialect", "alink,alink"], ["--dialect", ""],
+                      ["--dialects", "native,alink"]] {
+            let bad = try await runCommand(thingAgentExecutable(), [
+                "simulate", "--broker", "mqtt://127.0.0.1:\(try freeLoopbackPort())"] + flags)
+            #expect(bad.status == 2 && bad.stderr.contains("--dialect"), "\(flags): \(bad.stderr)")
+        }
+    }
+
     static let agentPassword = "agent-secret"
     static let cliPassword = "cli-secret"
 

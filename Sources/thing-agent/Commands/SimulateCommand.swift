@@ -140,6 +140,11 @@ enum SimulateCommand: Command {
             }
             target = value
         }
+        // --dialects (a common option) is the agent's own setting, which the fleet does not follow: a fleet asked
+        // for with it alone would silently speak the native dialect.
+        if arguments.value("dialects") != nil, arguments.value("dialect") == nil {
+            throw CommandFailure(code: .usage, message: "the fleet's dialect is --dialect (--dialects is the agent's)")
+        }
         if let text = arguments.value("dialect") {
             let names = text.split(separator: ",", omittingEmptySubsequences: false)
                 .map { $0.trimmingCharacters(in: .whitespaces) }

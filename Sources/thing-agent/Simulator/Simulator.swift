@@ -133,10 +133,12 @@ final class Simulator: Sendable {
                 return false
             }
             for publication in device.comingOnline(now: Timestamp.current) { await connection.publish(publication) }
-            let subs = devices.filter { $0.plan.gatewayId == device.id }
-            if device.plan.dialect == .alink, device.plan.category == .gateway, !subs.isEmpty {
-                await connection.publish(device.alinkTopoAdd(subs, now: Timestamp.current))
-                await connection.publish(device.alinkLogin(subs, now: Timestamp.current))
+            if device.plan.dialect == .alink, device.plan.category == .gateway {
+                let subs = devices.filter { $0.plan.gatewayId == device.id }
+                if !subs.isEmpty {
+                    await connection.publish(device.alinkTopoAdd(subs, now: Timestamp.current))
+                    await connection.publish(device.alinkLogin(subs, now: Timestamp.current))
+                }
             }
             return true
         }.value

@@ -269,6 +269,12 @@ struct PairCommandTests {
             let listed = try JSONParser.parse(try await harness.cli(["pair", "list", "--json"]).stdout).arrayValue ?? []
             #expect(listed.first { $0["username"]?.stringValue == user }?["dialect"] == "alink")
 
+            // A sub-device speaks its gateway's dialect: its pairing takes it, another is refused.
+            let sub = try await harness.cli(["pair", "--gateway", "a1PK.lamp1", "--json"] + Self.cliUser)
+            #expect(try JSONParser.parse(sub.stdout)["dialect"] == "alink", "\(sub.stdout) \(sub.stderr)")
+            let mixed = try await harness.cli(["pair", "--gateway", "a1PK.lamp1", "--dialect", "native"] + Self.cliUser)
+            #expect(mixed.status == 2 && mixed.stderr.contains("speaks alink"), "\(mixed.stderr)")
+
             // Removed: its Linkkit-named client is deleted with it.
             #expect(try await harness.cli(["remove", "a1PK.lamp1"] + Self.cliUser).status == 0)
             try await waitUntil(timeout: .seconds(20)) { ((try? await post(41))?.status ?? 0) != 0 }

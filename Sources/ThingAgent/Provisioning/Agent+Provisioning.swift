@@ -86,6 +86,7 @@ extension Agent {
     public func pair(spaceId: Int64? = nil, gatewayId: String? = nil, productId: String? = nil,
                      dialect: String? = nil, ttl: Duration = .seconds(600)) async throws -> PairingSession {
         let provisioning = try requireProvisioning()
+        let asked = dialect
         var dialect = dialect == "native" ? nil : dialect
         if let dialect {
             guard AccessPolicy.pairingDialects.contains(dialect) else {
@@ -103,7 +104,7 @@ extension Agent {
                 throw ProvisioningError(.notFound, "the gateway \(gatewayId) is not an activated device with broker access of its own")
             }
             let gatewayDialect = try provisioning.store.provisionedDialects()[gatewayId]
-            guard dialect == nil || dialect == gatewayDialect else {
+            guard asked == nil || dialect == gatewayDialect else {
                 throw ProvisioningError(.invalid, "a sub-device speaks its gateway's dialect: \(gatewayId) speaks "
                                         + (gatewayDialect ?? "native"))
             }

@@ -21,6 +21,7 @@ struct CompletionAndManPageTests {
     @Test func bashCompletesCommandsOptionsActionsAndFiles() async throws {
         #expect(try await Self.bashOffers(["thing-agent", "sc"]) == ["scene"])
         #expect(try await Self.bashOffers(["thing-agent", "devices", "--ro"]) == ["--room"])
+        #expect(try await Self.bashOffers(["thing-agent", "simulate", "--dialect"]) == ["--dialect", "--dialects"])
         #expect(try await Self.bashOffers(["thing-agent", "scene", ""]) == ["list", "run", "create", "update", "delete"])
         #expect(try await Self.bashOffers(["thing-agent", "completion", ""]) == ["bash", "zsh"])
         // A value that is not a file is left to the user; a FILE is a file name.

@@ -179,14 +179,14 @@ struct DaemonOperationsTests {
             try await waitUntil(timeout: .seconds(20)) { socket.lines.contains("READY=1") || !daemon.isRunning }
             #expect(!daemon.log.contains("cache loaded"), "info lines are below warning")
 
-            // A fifth model and the level lowered to info: both apply.
+            // One model more (the eighth) and the level lowered to info: both apply.
             let plug = try String(contentsOfFile: models + "/p-plug-1.json", encoding: .utf8)
             try plug.replacingOccurrences(of: "\"p-plug-1\"", with: "\"p-plug-2\"")
                 .write(toFile: models + "/p-plug-2.json", atomically: true, encoding: .utf8)
             try writeConfig(level: "info")
             daemon.signal(SIGHUP)
             try await waitUntil(timeout: .seconds(10)) { daemon.log.contains("received SIGHUP; reloaded") }
-            #expect(daemon.log.contains("thing models (5 products)"), "\(daemon.log)")
+            #expect(daemon.log.contains("thing models (8 products)"), "\(daemon.log)")
             #expect(daemon.log.contains("scenes (2 from \(scenes))"), "\(daemon.log)")
             #expect(daemon.log.contains("logLevel=info"))
 

@@ -108,6 +108,22 @@ struct DemoTests {
             guard let info = try? await demo.shell("thing-agent info dev-0dd7-01 --json") else { return false }
             return (try? JSONParser.parse(info.stdout))?["properties"]?["bright_value"] == 500
         }
+        // Half the fleet speaks Alink (Config/agent.json's dialects): an Alink light paired as one is listed with
+        // its name and its values as it posted them (booleans as 0/1), and a set reaches it through the daemon.
+        let alink = "a1Light1.dev-0dd7-09"
+        let listed = try await demo.shell("thing-agent devices")
+        #expect(listed.stdout.split(separator: "\n").contains { $0.hasPrefix(alink + "  ") && $0.contains(" online ") },
+                "\(listed.stdout)")
+        let alinkInfo = try JSONParser.parse(try await demo.shell("thing-agent info \(alink) --json").stdout)
+        #expect(alinkInfo["productId"] == "a1Light1" && alinkInfo["name"]?.stringValue?.isEmpty == false, "\(alinkInfo)")
+        let alinkSwitch = try #require(alinkInfo["properties"]?["switch_1"], "\(alinkInfo)")
+        #expect(alinkSwitch == 0 || alinkSwitch == 1)
+        let alinkSet = try await demo.shell("thing-agent set \(alink) bright_value=400")
+        #expect(alinkSet.status == 0, "\(alinkSet.stdout) \(alinkSet.stderr)")
+        try await waitUntil(timeout: .seconds(10)) {
+            guard let info = try? await demo.shell("thing-agent info \(alink) --json") else { return false }
+            return (try? JSONParser.parse(info.stdout))?["properties"]?["bright_value"] == 400
+        }
         // The shipped firmware catalog is loaded: every light is behind its latest version.
         let firmware = try await demo.shell("thing-agent firmware --outdated --json")
         #expect(firmware.status == 0, "\(firmware.stderr)")

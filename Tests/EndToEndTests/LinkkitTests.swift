@@ -221,6 +221,46 @@ struct LinkkitTests {
         }
     }
 
+    /// A Linkkit device paired as an Alink device (`pair --dialect alink`) on the dynamic-security plugin: the SDK
+    /// takes the credentials its activation gave it as they are (user name, client id, password), posts and hears
+    /// its reply, and a set reaches it, all under the role that names its own Alink topics.
+    @Test(.timeLimit(.minutes(3)))
+    func aLinkkitDevicePairedAsAlinkConnectsWithWhatItsActivationGaveIt() async throws {
+        var options = MosquittoBroker.Options()
+        options.dynamicSecurity = ("thing-agent", PairCommandTests.agentPassword)
+        try await withBroker(options) { broker in
+            try await PairCommandTests.ctrl(broker, ["createClient", "thing-agent-cli", "-p", PairCommandTests.cliPassword])
+            let scratch = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: scratch) }
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: Self.dialects.merging([
+                "THING_AGENT_MODELS": try Self.models(scratch), "THING_AGENT_PROVISIONING": "true",
+                "THING_AGENT_USERNAME": "thing-agent", "THING_AGENT_PASSWORD": PairCommandTests.agentPassword,
+            ]) { $1 })
+            try await harness.startDaemon()
+            let made = try JSONParser.parse(try await harness.cli(["pair", "--dialect", "alink", "--json"]
+                                                                  + PairCommandTests.cliUser).stdout)
+            let answer = try await PairCommandTests.activate(
+                broker, user: try #require(made["username"]?.stringValue), password: try #require(made["password"]?.stringValue),
+                token: try #require(made["token"]?.stringValue), device: "a1PK.lamp1", productId: "a1PK",
+                in: harness.directory)
+            let given = try #require(answer["data"]?.objectValue, "\(answer)")
+            let lamp = try await LinkkitDevice(broker, productKey: "a1PK", deviceName: "lamp1", flags: [
+                "--username", try #require(given["username"]?.stringValue),
+                "--client-id", try #require(given["clientId"]?.stringValue),
+                "--password", try #require(given["password"]?.stringValue),
+                "--post-on-ready", #"{"switch_1":1,"bright":40}"#, "--follow-sets",
+            ], logPath: harness.directory + "/lamp1.out")
+            try await lamp.waitFor("post reply") { $0["ev"] == "prop_post_reply" && $0["code"] == 200 }
+            let info = try await harness.waitForInfo("a1PK.lamp1") { $0["properties"]?["bright"] == 40 }
+            #expect(info["name"] == "Desk lamp" && info["productId"] == "a1PK", "\(info)")
+            let set = try await harness.cli(["set", "a1PK.lamp1", "bright=70"] + PairCommandTests.cliUser)
+            #expect(set.status == 0, "\(set.stdout) \(set.stderr)")
+            try await lamp.waitFor("the set") { $0["ev"] == "prop_set" && $0["params"]?["bright"] == 70 }
+            _ = try await harness.waitForInfo("a1PK.lamp1") { $0["properties"]?["bright"] == 70 }
+            await lamp.stop()
+        }
+    }
+
     /// A device name outside the id rule is refused and counted, and never reaches the cache.
     @Test(.timeLimit(.minutes(2)))
     func aDeviceNameOutsideTheIdRuleIsCountedAndDropped() async throws {

@@ -40,9 +40,9 @@ struct PairCommandTests {
     /// The device's side, as the README shows it: mosquitto_rr sends the activation and waits for the answer on
     /// one connection, with the client id the bootstrap credentials are pinned to.
     static func activate(_ broker: MosquittoBroker, user: String, password: String, token: String, device: String,
-                         in directory: String) async throws -> JSONObject {
+                         productId: String = "p-light-1", in directory: String) async throws -> JSONObject {
         let port = "\(broker.port)"
-        let request = #"{"msgId":"p1","time":\#(Int64(Date().timeIntervalSince1970 * 1000)),"data":{"token":"\#(token)","devId":"\#(device)","productId":"p-light-1","name":"Desk lamp"}}"#
+        let request = #"{"msgId":"p1","time":\#(Int64(Date().timeIntervalSince1970 * 1000)),"data":{"token":"\#(token)","devId":"\#(device)","productId":"\#(productId)","name":"Desk lamp"}}"#
         let asked = try await runCommand("/usr/bin/mosquitto_rr", [
             "-h", "127.0.0.1", "-p", port, "-i", user, "-u", user, "-P", password, "-q", "1", "-W", "60",
             "-t", "things/\(user)/thing/activate", "-e", "things/\(user)/thing/activate_response", "-m", request,
@@ -212,6 +212,72 @@ struct PairCommandTests {
             let pairings = try JSONParser.parse(try await harness.cli(["pair", "list", "--json"]).stdout).arrayValue ?? []
             #expect(pairings.count == 5)
             #expect(pairings.allSatisfy { $0["state"] == "used" })
+        }
+    }
+
+    /// `pair --dialect alink`: refused by a daemon that does not speak Alink; on one that does, the activation takes
+    /// only a `<productKey>.<deviceName>` of that product key and answers Linkkit's user name and client id, with
+    /// which the device posts on its own Alink topics; `remove` deletes that client.
+    @Test(.timeLimit(.minutes(3)))
+    func anAlinkPairingGivesLinkkitsNamesAndItsOwnAlinkTopics() async throws {
+        try await Self.withProvisionedDaemon { _, harness in
+            let refused = try await harness.cli(["pair", "--dialect", "alink"] + Self.cliUser)
+            #expect(refused.status == 2 && refused.stderr.contains("does not speak alink"), "\(refused.stderr)")
+            #expect(try await harness.cli(["pair", "--dialect", "zigbee"] + Self.cliUser).status == 2)
+        }
+        var options = MosquittoBroker.Options()
+        options.dynamicSecurity = ("thing-agent", Self.agentPassword)
+        try await withBroker(options) { broker in
+            try await Self.ctrl(broker, ["createClient", "thing-agent-cli", "-p", Self.cliPassword])
+            let harness = try AgentHarness(broker: broker, daemonEnvironment: [
+                "THING_AGENT_PROVISIONING": "true", "THING_AGENT_USERNAME": "thing-agent",
+                "THING_AGENT_PASSWORD": Self.agentPassword, "THING_AGENT_DIALECTS": "native,alink",
+            ])
+            try await harness.startDaemon()
+            let made = try await harness.cli(["pair", "--dialect", "alink", "--json"] + Self.cliUser)
+            #expect(made.status == 0, "\(made.stderr)")
+            let pairing = try JSONParser.parse(made.stdout)
+            #expect(pairing["dialect"] == "alink")
+            let user = try #require(pairing["username"]?.stringValue)
+            let password = try #require(pairing["password"]?.stringValue)
+            let token = try #require(pairing["token"]?.stringValue)
+            // Not <productKey>.<deviceName>, or another product than its product key: refused, the token still good.
+            for (device, product) in [("lamp-1", "p-light-1"), ("a1PK.lamp1", "p-light-1")] {
+                let answer = try await Self.activate(broker, user: user, password: password, token: token, device: device,
+                                                     productId: product, in: harness.directory)
+                #expect(answer["code"] == 1003, "\(answer)")
+            }
+            let answer = try await Self.activate(broker, user: user, password: password, token: token, device: "a1PK.lamp1",
+                                                 productId: "a1PK", in: harness.directory)
+            #expect(answer["code"] == 0, "\(answer)")
+            #expect(answer["data"]?["username"] == "lamp1&a1PK")
+            let clientID = try #require(answer["data"]?["clientId"]?.stringValue)
+            #expect(clientID == "a1PK&lamp1|securemode=-2,authType=connwl|")
+            let own = try #require(answer["data"]?["password"]?.stringValue)
+
+            // The device posts as Linkkit would, with those credentials: cached, and it is the product's.
+            @Sendable func post(_ value: Int) async throws -> ProcessResult {
+                try await runCommand("/usr/bin/mosquitto_pub", [
+                    "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", clientID, "-u", "lamp1&a1PK", "-P", own, "-q", "1",
+                    "-t", "/sys/a1PK/lamp1/thing/event/property/post",
+                    "-m", #"{"id":"1","version":"1.0","params":{"bright":\#(value)},"method":"thing.event.property.post"}"#,
+                ])
+            }
+            #expect(try await post(40).status == 0)
+            let info = try await harness.waitForInfo("a1PK.lamp1") { $0["properties"]?["bright"] == 40 }
+            #expect(info["productId"] == "a1PK" && info["online"] == true, "\(info)")
+            let listed = try JSONParser.parse(try await harness.cli(["pair", "list", "--json"]).stdout).arrayValue ?? []
+            #expect(listed.first { $0["username"]?.stringValue == user }?["dialect"] == "alink")
+
+            // A sub-device speaks its gateway's dialect: its pairing takes it, another is refused.
+            let sub = try await harness.cli(["pair", "--gateway", "a1PK.lamp1", "--json"] + Self.cliUser)
+            #expect(try JSONParser.parse(sub.stdout)["dialect"] == "alink", "\(sub.stdout) \(sub.stderr)")
+            let mixed = try await harness.cli(["pair", "--gateway", "a1PK.lamp1", "--dialect", "native"] + Self.cliUser)
+            #expect(mixed.status == 2 && mixed.stderr.contains("speaks alink"), "\(mixed.stderr)")
+
+            // Removed: its Linkkit-named client is deleted with it.
+            #expect(try await harness.cli(["remove", "a1PK.lamp1"] + Self.cliUser).status == 0)
+            try await waitUntil(timeout: .seconds(20)) { ((try? await post(41))?.status ?? 0) != 0 }
         }
     }
 

@@ -157,6 +157,24 @@ struct ShippedBrokerConfigTests {
         }
     }
 
+    /// The CLI's Alink lines: it sends property sets and service calls (standing in for the daemon), never a
+    /// device's post or the answers the daemon owes the devices.
+    @Test(.timeLimit(.minutes(1)))
+    func theOperatorsCLIUserSendsAlinkSetsAndServiceCallsButNoAnswer() async throws {
+        try await Self.withWriter("thing-agent-cli", agentListener: true) { broker, cli, _ in
+            let witness = try await BrokerProbe.connect(try broker.client("thing-agent", clientID: "alink-witness",
+                                                                         agentListener: true),
+                                                        subscribing: ["/sys/#", "/ext/#"])
+            try await expectAccess(cli, allowed: [
+                "/sys/a1PK/lamp1/thing/service/property/set", "/sys/a1PK/lamp1/thing/service/identify",
+            ], denied: [
+                "/sys/a1PK/lamp1/thing/event/property/post", "/sys/a1PK/lamp1/thing/event/property/post_reply",
+                "/sys/a1GW/gw1/thing/topo/add_reply", "/ext/session/a1GW/gw1/combine/batch_login_reply",
+            ], reaching: witness, marker: "/sys/a1PK/lamp1/thing/service/property/set")
+            await witness.disconnect()
+        }
+    }
+
     /// The example Alink device block: Linkkit's user `lamp1&a1PK` writes its own posts, set answers, tag changes,
     /// firmware version and NTP requests, reads its own sets and replies, and nothing of another device.
     @Test(.timeLimit(.minutes(1)))
@@ -171,7 +189,7 @@ struct ShippedBrokerConfigTests {
         let own = "/sys/a1PK/lamp1/thing/"
         try await expectAccess(device, allowed: [
             own + "event/property/post", own + "event/alarm/post", own + "service/property/set_reply",
-            own + "deviceinfo/update", own + "deviceinfo/delete", "/ota/device/inform/a1PK/lamp1",
+            own + "service/identify_reply", own + "deviceinfo/update", own + "deviceinfo/delete", "/ota/device/inform/a1PK/lamp1",
             "/ota/device/progress/a1PK/lamp1", "/ext/ntp/a1PK/lamp1/request",
         ], denied: [
             "/sys/a1PK/lamp2/thing/event/property/post", own + "service/property/set", own + "event/property/post_reply",
@@ -181,8 +199,9 @@ struct ShippedBrokerConfigTests {
         await device.disconnect()
         try await Self.expectReads(broker, "lamp1&a1PK", allowed: [
             own + "service/property/set", own + "event/property/post_reply", own + "deviceinfo/update_reply",
-            "/ext/ntp/a1PK/lamp1/response", "/ota/device/upgrade/a1PK/lamp1",
-        ], denied: ["/sys/a1PK/lamp2/thing/service/property/set", "/ext/ntp/a1PK/lamp2/response",
+            own + "service/identify", "/ext/ntp/a1PK/lamp1/response", "/ota/device/upgrade/a1PK/lamp1",
+        ], denied: ["/sys/a1PK/lamp2/thing/service/property/set", "/sys/a1PK/lamp2/thing/service/identify",
+                    "/ext/ntp/a1PK/lamp2/response",
                     "/ota/device/upgrade/a1PK/lamp2"],
                                    marker: own + "service/property/set")
         await witness.disconnect()
@@ -197,7 +216,8 @@ struct ShippedBrokerConfigTests {
                                                                          agentListener: true),
                                                         subscribing: ["/sys/#", "/ext/#", "/ota/#"])
             try await expectAccess(agent, allowed: [
-                "/sys/a1PK/lamp1/thing/service/property/set", "/sys/a1PK/lamp1/thing/event/property/post_reply",
+                "/sys/a1PK/lamp1/thing/service/property/set", "/sys/a1PK/lamp1/thing/service/identify",
+                "/sys/a1PK/lamp1/thing/event/property/post_reply",
                 "/sys/a1PK/lamp1/thing/deviceinfo/update_reply", "/sys/a1GW/gw1/thing/topo/add_reply",
                 "/ext/session/a1GW/gw1/combine/batch_login_reply",
             ], denied: [

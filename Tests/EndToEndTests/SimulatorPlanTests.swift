@@ -11,7 +11,8 @@ struct SimulatorPlanTests {
     @Test func theBuiltInModelsAreTheShippedOnes() throws {
         let shipped = try ThingModels(directory: shippedModelsDirectory())
         let builtIn = try BuiltinModels.load(directory: nil)
-        for product in [BuiltinModels.light, BuiltinModels.gateway, BuiltinModels.sensor] {
+        for product in [BuiltinModels.light, BuiltinModels.gateway, BuiltinModels.sensor, BuiltinModels.alinkLight,
+                        BuiltinModels.alinkGateway, BuiltinModels.alinkSensor] {
             #expect(builtIn.model(for: product) == shipped.model(for: product), "\(product) differs from Config/models")
         }
     }
@@ -125,5 +126,124 @@ struct SimulatorPlanTests {
         #expect(SetRefusal.check(["bright_value": 5], model: model)?.code == 1005)
         #expect(SetRefusal.check(["mode": "disco"], model: model)?.code == 1005)
         #expect(SetRefusal.check(["anything": 1], model: nil) == nil)
+    }
+
+    /// `--dialect native,alink` splits the gateways and the devices each in that order; a gateway's sub-devices speak
+    /// its dialect; an Alink device is `<productKey>.<the native id>` of its Alink product, with no Wi-Fi scan or
+    /// replacement ability.
+    @Test func aMixedFleetIsSplitInTheOrderOfItsDialects() {
+        var options = SimulatorOptions()
+        options.devices = 4
+        options.gateways = 2
+        options.subdevicesPerGateway = 1
+        options.seed = 7
+        let native = FleetPlan.make(options)
+        options.dialects = [.native, .alink]
+        let mixed = FleetPlan.make(options)
+        #expect(mixed.map(\.dialect) == [.native, .native, .alink, .alink, .native, .native, .alink, .alink])
+        #expect(mixed.map(\.id) == [
+            "gw-0dd7-1", "sub-0dd7-1-1", "a1Gateway1.gw-0dd7-2", "a1Sensor1.sub-0dd7-2-1",
+            "dev-0dd7-1", "dev-0dd7-2", "a1Light1.dev-0dd7-3", "a1Light1.dev-0dd7-4",
+        ])
+        #expect(mixed[3].gatewayId == "a1Gateway1.gw-0dd7-2")
+        #expect(mixed.filter { $0.dialect == .alink }.allSatisfy { $0.abilities.isEmpty && $0.productId.hasPrefix("a1") })
+        // Names, addresses and versions are the seed's, whatever the dialect.
+        #expect(mixed.map(\.name) == native.map(\.name))
+        #expect(mixed.map(\.firmwareVersion) == native.map(\.firmwareVersion))
+        options.dialects = [.alink]
+        #expect(FleetPlan.make(options).allSatisfy { $0.dialect == .alink && $0.alink != nil })
+    }
+
+    /// Everything a simulated Alink device and gateway send is what the agent's Alink dialect reads, as Linkkit
+    /// sends it: posts with booleans as 0/1, the firmware version, an NTP request, events, upgrade progress, and the
+    /// gateway's topology and sessions naming its sub-devices; posts owe a reply, and none carries a status.
+    @Test func whatASimulatedAlinkDeviceSendsIsWhatTheAgentReads() throws {
+        var options = SimulatorOptions()
+        options.devices = 1
+        options.gateways = 1
+        options.subdevicesPerGateway = 2
+        options.dialects = [.alink]
+        let models = try BuiltinModels.load(directory: nil)
+        let devices = FleetPlan.make(options).map { plan in
+            VirtualDevice(plan: plan, model: models.model(for: plan.productId), topics: Topics(), seed: 1)
+        }
+        let (gateway, subs, light) = (devices[0], [devices[1], devices[2]], devices[3])
+        var sent = light.comingOnline(now: t0) + gateway.comingOnline(now: t0) + subs[0].comingOnline(now: t0)
+        sent += [gateway.alinkTopoAdd(subs, now: t0), gateway.alinkLogin(subs, now: t0),
+                 gateway.alinkLogin([subs[0]], now: t0), gateway.alinkLogout(subs), gateway.alinkLogout([subs[0]]),
+                 light.alinkProgress(step: 50, desc: "downloading")]
+        sent += (0..<200).compactMap { _ in light.alinkEvent(chance: 0.5) }
+        #expect(light.signalReport(now: t0) == nil, "Alink has no signal report")
+        #expect(!sent.contains { $0.retain || $0.topic.hasPrefix("things/") })
+        let dialect = AlinkDialect()
+        for publication in sent {
+            let route = try #require(try dialect.route(publication.topic), "\(publication.topic) is not Alink's")
+            let decoded = try publication.payload.withUnsafeBytes { try dialect.decode(route, payload: $0, arrival: t0) }
+            if publication.topic.hasSuffix("/thing/event/property/post") {
+                guard case .properties(let values) = decoded.message else { throw TestSupportError("\(decoded.message)") }
+                let model = try #require(models.model(for: route.device.split(separator: ".").first.map(String.init) ?? ""))
+                for (code, value) in values {
+                    #expect(throws: Never.self, "\(code) = \(value.value)") {
+                        var writable = try #require(model.property(code))
+                        writable.access = .rw
+                        try writable.validate(value.value)
+                    }
+                }
+                #expect(decoded.replies.count == 1, "a post is owed its reply")
+            }
+            if case .batch(let messages) = decoded.message {
+                #expect(Set(messages.map(\.device)).isSubset(of: subs.map(\.id)), "\(messages)")
+            }
+        }
+        for what in ["/thing/event/property/post", "/thing/event/fault/post", "/request", "/thing/topo/add",
+                     "/combine/batch_login", "/combine/login", "/combine/logout", "/combine/batch_logout"] {
+            #expect(sent.contains { $0.topic.hasSuffix(what) }, "nothing on \(what)")
+        }
+        #expect(sent.contains { $0.topic.hasPrefix("/ota/device/inform/") && $0.topic.hasSuffix(light.alinkNames.deviceName) })
+        #expect(sent.contains { $0.topic.hasPrefix("/ota/device/progress/") })
+    }
+
+    /// A property set is answered 200 at once, as Linkkit does; the device then posts the values it applied (the
+    /// ones its model takes), and a service it does not have goes unanswered.
+    @Test func anAlinkSetIsAnswered200ThenTheAppliedValuesArePosted() throws {
+        var options = SimulatorOptions()
+        options.devices = 1
+        options.gateways = 0
+        options.dialects = [.alink]
+        let plan = try #require(FleetPlan.make(options).first)
+        let model = try BuiltinModels.load(directory: nil).model(for: plan.productId)
+        let light = VirtualDevice(plan: plan, model: model, topics: Topics(), seed: 1)
+        let set = #"{"id":"42","version":"1.0","params":{"bright_value":500,"switch_1":1,"mode":7},"method":"thing.service.property.set"}"#
+        let reaction = light.handleAlink(.propertySet, payload: Array(set.utf8), now: t0)
+        #expect(reaction.publications.map(\.topic) == ["/sys/\(plan.alink!.productKey)/\(plan.alink!.deviceName)/thing/service/property/set_reply",
+                                                       "/sys/\(plan.alink!.productKey)/\(plan.alink!.deviceName)/thing/event/property/post"])
+        let reply = try JSONParser.parse(reaction.publications[0].payload)
+        #expect(reply["id"] == "42" && reply["code"] == 200)
+        let posted = try #require(try JSONParser.parse(reaction.publications[1].payload)["params"]?.objectValue)
+        #expect(posted == ["bright_value": 500, "switch_1": 1], "mode 7 is outside its enum: not applied")
+        #expect(light.value("bright_value") == 500)
+        #expect(light.handleAlink(.service("reboot"), payload: Array(#"{"id":"1","params":{}}"#.utf8), now: t0)
+            .publications.isEmpty)
+        let identify = light.handleAlink(.service("identify"), payload: Array(#"{"id":"2","params":{"times":5}}"#.utf8), now: t0)
+        #expect(try JSONParser.parse(try #require(identify.publications.first).payload)["data"]?["blinked"] == 5)
+        // An upgrade push to a newer version starts it; one to an older version is reported as failed at once.
+        let push = #"{"code":"1000","id":3,"message":"success","data":{"size":10,"version":"9.0.0","url":"http://x/y","sign":"ab","signMethod":"SHA256"}}"#
+        #expect(light.handleAlink(.upgrade, payload: Array(push.utf8), now: t0).startUpgrade == "9.0.0")
+        light.endUpgrade()
+        let old = push.replacing("9.0.0", with: "0.0.1")
+        let refused = light.handleAlink(.upgrade, payload: Array(old.utf8), now: t0)
+        #expect(refused.startUpgrade == nil)
+        #expect(try JSONParser.parse(try #require(refused.publications.first).payload)["params"]?["step"] == "-1")
+    }
+
+    @Test func alinkDownlinksAreParsedByTopic() {
+        #expect(AlinkDownlink.parse("/sys/a1PK/d1/thing/service/property/set")! == ("a1PK.d1", .propertySet))
+        #expect(AlinkDownlink.parse("/sys/a1PK/d1/thing/service/identify")! == ("a1PK.d1", .service("identify")))
+        #expect(AlinkDownlink.parse("/sys/a1PK/d1/thing/service/identify_reply") == nil)
+        #expect(AlinkDownlink.parse("/ota/device/upgrade/a1PK/d1")! == ("a1PK.d1", .upgrade))
+        #expect(AlinkDownlink.parse("/sys/a1PK/d1/thing/event/property/post_reply")! == ("a1PK.d1", .reply))
+        #expect(AlinkDownlink.parse("/ext/session/a1GW/g1/combine/batch_login_reply")! == ("a1GW.g1", .reply))
+        #expect(AlinkDownlink.parse("/ext/ntp/a1PK/d1/response")! == ("a1PK.d1", .reply))
+        #expect(AlinkDownlink.parse("things/d1/thing/properties/set") == nil)
     }
 }

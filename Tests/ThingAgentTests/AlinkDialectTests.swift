@@ -72,12 +72,14 @@ struct AlinkDialectTests {
         let (route, added, addReply) = try decode("/sys/a1GW/gw1/thing/topo/add",
             #"{"id":"1","version":"1.0","params":[{"productKey":"a1SUB","deviceName":"sub1","sign":"x"}]}"#)
         #expect(route.device == "a1GW.gw1")
-        #expect(added == .batch([DeviceMessage("a1SUB.sub1", .info(["gatewayId": "a1GW.gw1"], time: arrival))]))
+        #expect(added == .batch([DeviceMessage("a1SUB.sub1", .info(["gatewayId": "a1GW.gw1", "productId": "a1SUB"],
+                                                                   time: arrival))]))
         let reply = try JSONParser.parse(try #require(addReply.first).payload)
         #expect(reply["data"]?[0]?["deviceName"] == "sub1" && reply["message"] == "success")
         let (_, login, loginReply) = try decode("/ext/session/a1GW/gw1/combine/batch_login",
             #"{"id":"2","params":{"signMethod":"hmacSha256","deviceList":[{"productKey":"a1SUB","deviceName":"sub1"}]}}"#)
-        #expect(login == .batch([DeviceMessage("a1SUB.sub1", .info(["gatewayId": "a1GW.gw1"], time: arrival)),
+        #expect(login == .batch([DeviceMessage("a1SUB.sub1", .info(["gatewayId": "a1GW.gw1", "productId": "a1SUB"],
+                                                                   time: arrival)),
                                  DeviceMessage("a1SUB.sub1", .status(online: true, time: arrival, via: .session))]))
         #expect(loginReply.first?.topic == "/ext/session/a1GW/gw1/combine/batch_login_reply")
         let (_, logout, _) = try decode("/ext/session/a1GW/gw1/combine/batch_logout",
@@ -108,6 +110,11 @@ struct AlinkDialectTests {
         let bytes = Array("1: Client lamp1&a1PK disconnected.".utf8)
         let message = try bytes.withUnsafeBytes { try log.decode(route, payload: $0, arrival: arrival) }.message
         #expect(message == .batch([DeviceMessage("a1PK.lamp1", .status(online: false, time: arrival, via: .broker))]))
+        // A connection also says what the id does (the product key), for a device first heard of there.
+        let joined = Array("1: New client connected from 127.0.0.1:1 as a1PK&lamp1|x| (p2, c1, k60, u'lamp1&a1PK').".utf8)
+        let first = try joined.withUnsafeBytes { try log.decode(route, payload: $0, arrival: arrival) }.message
+        #expect(first == .batch([DeviceMessage("a1PK.lamp1", .info(["productId": "a1PK"], time: arrival)),
+                                 DeviceMessage("a1PK.lamp1", .status(online: true, time: arrival, via: .broker))]))
         #expect(Dialects(names: ["native"], topics: Topics()).subscriptions.allSatisfy { $0.filter != BrokerLog.topic },
                 "only with a dialect whose devices announce nothing")
     }

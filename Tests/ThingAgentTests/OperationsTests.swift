@@ -38,7 +38,7 @@ struct OperationsTests {
         configuration.cache.database = directory + "/cache.sqlite"
         configuration.modelsDirectory = models
         let agent = try Agent(configuration: configuration)
-        #expect(agent.models.byProduct.count == 4)
+        #expect(agent.models.byProduct.count == 7)
 
         try FileManager.default.removeItem(atPath: models + "/p-plug-1.json")
         var next = configuration
@@ -46,14 +46,14 @@ struct OperationsTests {
         let report = agent.reload(next)
         #expect(report.kept.isEmpty, "\(report.kept)")
         #expect(agent.models.model(for: "p-plug-1") == nil)
-        #expect(agent.models.byProduct.count == 3)
+        #expect(agent.models.byProduct.count == 6)
 
         try "[".write(toFile: models + "/p-bad.json", atomically: true, encoding: .utf8)
         next.detailConfig = directory + "/missing.json"
         let broken = agent.reload(next)
         #expect(broken.kept.count == 2, "\(broken.kept)")
         #expect(broken.kept.contains { $0.contains("p-bad.json") })
-        #expect(agent.models.byProduct.count == 3, "the previous models stay")
+        #expect(agent.models.byProduct.count == 6, "the previous models stay")
         #expect(agent.detailConfig == .standard)
     }
 

@@ -145,12 +145,16 @@ struct ThingModelTests {
             try Agent(configuration: configuration)
         }
         configuration.modelsDirectory = shippedModelsDirectory()
-        #expect(try Agent(configuration: configuration).models.byProduct.count == 4)
+        #expect(try Agent(configuration: configuration).models.byProduct.count == 7)
     }
 
     @Test func theShippedModelsLoad() throws {
         let models = try ThingModels(directory: shippedModelsDirectory())
-        #expect(Set(models.byProduct.keys) == ["p-light-1", "p-plug-1", "p-gateway-1", "p-sensor-1"])
+        #expect(Set(models.byProduct.keys) == ["p-light-1", "p-plug-1", "p-gateway-1", "p-sensor-1",
+                                               "a1Light1", "a1Gateway1", "a1Sensor1"])
+        // The Alink products are TSL files: booleans are values 0 or 1, enums their keys.
+        #expect(models.model(for: "a1Light1")?.property("switch_1")?.kind == .value(min: 0, max: 1, step: 1))
+        #expect(models.model(for: "a1Light1")?.property("mode")?.kind == .value(min: 0, max: 2, step: 1))
         let light = try #require(models.model(for: "p-light-1"))
         #expect(light.property("bright_value")?.kind == .value(min: 10, max: 1000, step: 1))
         #expect(models.model(for: "p-plug-1")?.property("cur_power")?.access == .ro)

@@ -122,8 +122,9 @@ final class AccessManager: Sendable {
     /// (its password is the device's alone), so it is said.
     private func repairClients() async throws {
         let owners = try deviceRoleOwners()
+        let users = try brokerUsers(owners)
         for chunk in owners.chunked(100) {
-            let answers = try await run(chunk.map(DynsecCommand.getClient))
+            let answers = try await run(chunk.map { DynsecCommand.getClient(users[$0] ?? $0) })
             var repairs: [DynsecCommand] = []
             for (device, answer) in zip(chunk, answers) {
                 guard answer.succeeded else {
@@ -133,7 +134,7 @@ final class AccessManager: Sendable {
                 }
                 let roles = Self.roleNames(answer)
                 if !roles.contains(AccessPolicy.deviceRole(device)) {
-                    repairs.append(.addClientRole(username: device, role: AccessPolicy.deviceRole(device)))
+                    repairs.append(.addClientRole(username: users[device] ?? device, role: AccessPolicy.deviceRole(device)))
                 }
             }
             if !repairs.isEmpty {
@@ -181,14 +182,15 @@ final class AccessManager: Sendable {
             || id == AccessPolicy.cliUser || serviceUsers.contains(id)
     }
 
-    /// Whether the broker has a client named `device`, or its device role, that the agent did not make (an
-    /// operator's, an application's, another daemon's): such a name is never taken over.
-    func isTakenAtBroker(_ device: String) async throws -> Bool {
+    /// Whether the broker has a client named for `device` (its id, or an Alink device's Linkkit user name), or its
+    /// device role, that the agent did not make (an operator's, an application's, another daemon's): such a name is
+    /// never taken over.
+    func isTakenAtBroker(_ device: String, dialect: String? = nil) async throws -> Bool {
         try await gate.run {
-            let role = AccessPolicy.deviceRole(device)
-            let answers = try await self.run([.getClient(device), .getRole(role)])
+            let role = AccessPolicy.deviceRole(device), user = AccessPolicy.brokerUser(device, dialect: dialect)
+            let answers = try await self.run([.getClient(user), .getRole(role)])
             let clients = try self.store.grants(.client), roles = try self.store.grants(.role)
-            return (answers[0].succeeded && !clients.contains(device)) || (answers[1].succeeded && !roles.contains(role))
+            return (answers[0].succeeded && !clients.contains(user)) || (answers[1].succeeded && !roles.contains(role))
         }
     }
 
@@ -214,25 +216,29 @@ final class AccessManager: Sendable {
         let name: String
     }
 
-    /// Creates an activated device's own client, pinned to its id as client id (its role is made by the sync
-    /// before). A leftover client of the same name is replaced only when the agent's records say it made it (a
-    /// removal whose deletion did not reach the broker); anyone else's client is never deleted.
-    func createDeviceClient(_ device: String, password: String) async throws {
+    /// Creates an activated device's own client, pinned to its id as client id (an Alink device's: its Linkkit
+    /// user name and client id, `AccessPolicy.brokerUser`), its role made by the sync before. A leftover client of
+    /// the same name is replaced only when the agent's records say it made it (a removal whose deletion did not
+    /// reach the broker); anyone else's client is never deleted.
+    func createDeviceClient(_ device: String, password: String, dialect: String? = nil) async throws {
         try await gate.run {
             try await self.syncManaged()
-            if try self.store.grants(.client).contains(device) {
-                try await self.runChecked([.deleteClient(device)])
+            let user = AccessPolicy.brokerUser(device, dialect: dialect)
+            if try self.store.grants(.client).contains(user) {
+                try await self.runChecked([.deleteClient(user)])
             }
-            try await self.createClient(device, password: password, role: AccessPolicy.deviceRole(device))
+            try await self.createClient(user, password: password, role: AccessPolicy.deviceRole(device),
+                                        clientID: AccessPolicy.brokerClientID(device, dialect: dialect))
         }
     }
 
     /// Recorded before it is made (the name was just checked not to be anyone else's): a kill, or an answer lost,
     /// after the plugin made it still leaves the record that lets the next sync or start delete it. A name that
     /// turned out to be someone else's after all ("already exists") is forgotten again.
-    private func createClient(_ user: String, password: String, role: String) async throws {
+    private func createClient(_ user: String, password: String, role: String, clientID: String? = nil) async throws {
         try store.recordGrants(.client, [user], now: Timestamp.now())
-        let answer = try await run([.createClient(username: user, password: password, clientID: user, roles: [role])])[0]
+        let answer = try await run([.createClient(username: user, password: password, clientID: clientID ?? user,
+                                                  roles: [role])])[0]
         guard answer.succeeded else {
             if answer.error?.hasSuffix("already exists") == true { try store.forgetGrants(.client, [user]) }
             throw DynsecError(description: "the dynamic-security plugin refused createClient: \(answer.error ?? "")")
@@ -270,10 +276,12 @@ final class AccessManager: Sendable {
         for (device, activatedBy) in provisioned {
             if let gateway = activatedBy { subDevices[gateway, default: []].append(device) }
         }
+        let dialects = try store.provisionedDialects()
         for (device, activatedBy) in provisioned where activatedBy == nil {
             let pairings = open.filter { $0.gatewayId == device }.map(\.username)
-            roles[AccessPolicy.deviceRole(device)] = policy.deviceRole(device, subDevices: subDevices[device] ?? [],
-                                                                       pairings: pairings)
+            roles[AccessPolicy.deviceRole(device)] = policy.deviceRole(
+                device, subDevices: subDevices[device] ?? [], pairings: pairings, dialects: dialects,
+                gateway: cache.device(device)?.info.category == .gateway)
         }
         for pairing in open { roles[AccessPolicy.pairingRole(pairing.username)] = policy.pairingTopics(pairing.username) }
         return roles
@@ -284,12 +292,18 @@ final class AccessManager: Sendable {
         try store.provisioned().filter { $0.value == nil && cache.device($0.key) != nil }.map(\.key).sorted()
     }
 
+    /// The broker user of each of `devices` (`AccessPolicy.brokerUser`: an Alink device's differs from its id).
+    private func brokerUsers(_ devices: [String]) throws -> [String: String] {
+        let dialects = try store.provisionedDialects()
+        return Dictionary(uniqueKeysWithValues: devices.map { ($0, AccessPolicy.brokerUser($0, dialect: dialects[$0])) })
+    }
+
     private func syncManaged() async throws {
         let desired = try desired()
         let current = applied.withLock { $0 }
         // Gone first: a removed device's client (it can no longer connect) and role, an ended pairing's role.
         // Only what the agent's records say it made, never a name derived from a role's.
-        let wantedClients = Set(try deviceRoleOwners()).union(try store.open().map(\.username))
+        let wantedClients = Set(try brokerUsers(try deviceRoleOwners()).values).union(try store.open().map(\.username))
         let goneClients = try store.grants(.client).subtracting(wantedClients).sorted()
         // Also roles recorded but not known to exist: a batch that failed after their record may have made them.
         let goneRoles = Set(current.keys).union(try store.grants(.role)).filter { desired[$0] == nil }.sorted()

@@ -50,9 +50,31 @@ struct AccessPolicy: Sendable {
 
     private var root: String { topics.root }
 
-    /// What a device publishes (reports, answers) and reads (the requests addressed to it), for its id alone.
-    func deviceTopics(_ device: String) -> Set<RoleACL> {
-        Set(NativeTopics.all.map { topic in
+    /// The dialect names a pairing may be for (`Pairing.dialect`): `alink`; nil is the native one.
+    static let pairingDialects = Dialects.names.filter { $0 != "native" }
+
+    /// The broker user a provisioned device connects as: its id, or an Alink device's Linkkit user name
+    /// `<deviceName>&<productKey>`.
+    static func brokerUser(_ device: String, dialect: String?) -> String {
+        dialect == "alink" ? AlinkTopics.username(device) ?? device : device
+    }
+
+    /// The client id its credentials are pinned to: its user name, or an Alink device's Linkkit client id
+    /// (`AlinkTopics.clientID`).
+    static func brokerClientID(_ device: String, dialect: String?) -> String {
+        dialect == "alink" ? AlinkTopics.clientID(device) ?? device : device
+    }
+
+    /// What a device publishes (reports, answers) and reads (the requests addressed to it), for its id alone. An
+    /// Alink device's (`dialect` "alink"): its own Alink topics (`AlinkTopics`), a gateway's (`gateway`) with its
+    /// topology and sessions; each names its product key and name literally, `+` only for an event's or a
+    /// service's identifier.
+    func deviceTopics(_ device: String, dialect: String? = nil, gateway: Bool = false) -> Set<RoleACL> {
+        if dialect == "alink" {
+            return Set(AlinkTopics.filters(of: device, gateway: gateway, publisher: .device).map(RoleACL.send))
+                .union(AlinkTopics.filters(of: device, gateway: gateway, publisher: .agent).map(RoleACL.subscribe))
+        }
+        return Set(NativeTopics.all.map { topic in
             let name = topics.topic(topic, device: device)
             return topic.publisher == .device ? .send(name) : .subscribe(name)
         })
@@ -64,11 +86,28 @@ struct AccessPolicy: Sendable {
     }
 
     /// A device's role: its own topics, a gateway's sub-devices' too, and the pairings it activates sub-devices with.
-    func deviceRole(_ device: String, subDevices: [String], pairings: [String]) -> Set<RoleACL> {
-        var acls = deviceTopics(device)
-        for sub in subDevices { acls.formUnion(deviceTopics(sub)) }
+    /// `dialects` names the dialect of each device that is not native (an Alink gateway and its sub-devices);
+    /// an Alink device that is a gateway (`gateway`, or one with sub-devices or pairings) also gets its topology
+    /// and session topics.
+    func deviceRole(_ device: String, subDevices: [String], pairings: [String], dialects: [String: String] = [:],
+                    gateway: Bool = false) -> Set<RoleACL> {
+        let isGateway = gateway || !subDevices.isEmpty || !pairings.isEmpty
+        var acls = deviceTopics(device, dialect: dialects[device], gateway: isGateway)
+        for sub in subDevices { acls.formUnion(deviceTopics(sub, dialect: dialects[sub])) }
         for pairing in pairings { acls.formUnion(pairingTopics(pairing)) }
         return acls
+    }
+
+    /// What the agent publishes to Alink devices (property sets, service calls, upgrade pushes, and the answers a
+    /// post, a topology or session message and an NTP request are owed) and what it reads of them, the broker's
+    /// client events included. The operators' CLI (`daemon` false) reads the same and sends sets and service calls:
+    /// the answers are the daemon's alone, and so are upgrades (`ota` asks the daemon), as in the static ACL.
+    private func alinkAgentTopics(daemon: Bool) -> Set<RoleACL> {
+        let sent = AlinkTopics.everyDevice(.agent).filter { filter in
+            daemon || filter.hasSuffix("/service/+") || filter.hasSuffix("/service/property/set")
+        }
+        let read = AlinkDialect().subscriptions.map(\.filter) + [BrokerLog.topic]
+        return Set(sent.map(RoleACL.send) + read.map(RoleACL.subscribe))
     }
 
     /// Requests, removals and the clearing of retained topics, which the agent and the operators' CLI send.
@@ -87,6 +126,7 @@ struct AccessPolicy: Sendable {
             .send(eventsTopic + "/#"), .send(replyPrefix + "#"), .subscribe("\(root)/+/thing/#"),
             .subscribe("thing-agent/#"),
         ])
+        acls.formUnion(alinkAgentTopics(daemon: true))
         return acls
     }
 
@@ -101,6 +141,7 @@ struct AccessPolicy: Sendable {
             .subscribe(eventsTopic + "/#"),
             .denyReceive("\(root)/+/thing/activate"), .denyReceive("\(root)/+/thing/activate_response"),
         ])
+        acls.formUnion(alinkAgentTopics(daemon: false))
         return acls
     }
 

@@ -80,14 +80,35 @@ extension Agent {
 
     /// Makes a pairing: a token valid for `ttl`, for one device (of `productId` when given, in `spaceId`; a
     /// sub-device of `gatewayId` when given), and bootstrap broker credentials that reach only its activation topics.
+    /// `dialect` "alink" makes it for an Alink device (the agent must speak Alink, config `dialects`): its id is
+    /// `<productKey>.<deviceName>`, and its activation gives it Linkkit's user name and client id and its own Alink
+    /// topics. A sub-device speaks its gateway's dialect.
     public func pair(spaceId: Int64? = nil, gatewayId: String? = nil, productId: String? = nil,
-                     ttl: Duration = .seconds(600)) async throws -> PairingSession {
+                     dialect: String? = nil, ttl: Duration = .seconds(600)) async throws -> PairingSession {
         let provisioning = try requireProvisioning()
+        let asked = dialect
+        var dialect = dialect == "native" ? nil : dialect
+        if let dialect {
+            guard AccessPolicy.pairingDialects.contains(dialect) else {
+                throw ProvisioningError(.invalid, "the dialect must be one of native, "
+                                        + AccessPolicy.pairingDialects.joined(separator: ", "))
+            }
+            guard configuration.dialects.contains(dialect) else {
+                throw ProvisioningError(.invalid, "this agent does not speak \(dialect) (config dialects: "
+                                        + configuration.dialects.joined(separator: ",") + ")")
+            }
+        }
         if let gatewayId {
             guard DeviceID.isValid(gatewayId) else { throw ProvisioningError(.invalid, "'\(gatewayId)' is not a device id") }
             guard (try provisioning.store.provisioned())[gatewayId] == .some(nil), cache.device(gatewayId) != nil else {
                 throw ProvisioningError(.notFound, "the gateway \(gatewayId) is not an activated device with broker access of its own")
             }
+            let gatewayDialect = try provisioning.store.provisionedDialects()[gatewayId]
+            guard asked == nil || dialect == gatewayDialect else {
+                throw ProvisioningError(.invalid, "a sub-device speaks its gateway's dialect: \(gatewayId) speaks "
+                                        + (gatewayDialect ?? "native"))
+            }
+            dialect = gatewayDialect
         }
         guard ttl > .zero, ttl <= .seconds(30 * 86_400) else {
             throw ProvisioningError(.invalid, "the pairing's ttl must be between 1 s and 30 days")
@@ -99,7 +120,7 @@ extension Agent {
             let now = Timestamp.now()
             let pairing = Pairing(username: Secrets.bootstrapUsername(), spaceId: spaceId, gatewayId: gatewayId,
                                   productId: productId, createdAt: now,
-                                  expiresAt: now + Millis(ttl.seconds * 1000), state: .pending)
+                                  expiresAt: now + Millis(ttl.seconds * 1000), state: .pending, dialect: dialect)
             let made = NewPairing(pairing: pairing, token: Secrets.token(), password: Secrets.password())
             if cache.device(pairing.username) != nil { continue }
             try provisioning.store.insert(pairing, tokenHash: Secrets.hash(made.token))
@@ -114,7 +135,8 @@ extension Agent {
                 throw ProvisioningError(.unavailable, "could not create the pairing's broker credentials: \(error)")
             }
             logger.info("made a pairing", metadata: [
-                "pairing": pairing.username, "expiresAt": "\(pairing.expiresAt)", "gateway": gatewayId ?? "-"])
+                "pairing": pairing.username, "expiresAt": "\(pairing.expiresAt)", "gateway": gatewayId ?? "-",
+                "dialect": dialect ?? "native"])
             return PairingSession(made: made, provisioning: provisioning)
         }
     }
@@ -218,7 +240,7 @@ extension Agent {
     /// for it as soon as it reads the answer).
     private func bind(_ request: JSONObject?, user: String, _ provisioning: Provisioning,
                       now: Millis) async throws -> (DeviceInfo, JSONObject) {
-        guard let request, let data = request["data"]?.objectValue else {
+        guard let request, var data = request["data"]?.objectValue else {
             throw ActivationRefusal.badData("not a JSON object (of at most 256 KiB) with a 'data' object")
         }
         guard let token = data["token"]?.stringValue else { throw ActivationRefusal.badData("no 'token'") }
@@ -236,6 +258,17 @@ extension Agent {
         guard !provisioning.access.isReserved(id) else {
             throw ActivationRefusal(code: 1013, reason: "'\(id)' is a reserved broker name")
         }
+        if pairing.dialect == "alink" {
+            // An Alink device is <productKey>.<deviceName>, and its product is its product key.
+            guard let (productKey, _) = AlinkDialect.split(id) else {
+                throw ActivationRefusal.badData("an Alink device's 'devId' is <productKey>.<deviceName>")
+            }
+            let product = data["productId"]?.stringValue ?? String(productKey)
+            guard product == productKey else {
+                throw ActivationRefusal.badData("an Alink device's productId is its product key \(productKey)")
+            }
+            data["productId"] = .string(product)
+        }
         if let product = pairing.productId, data["productId"]?.stringValue != product {
             throw ActivationRefusal.badData("the pairing is for the product \(product)")
         }
@@ -246,7 +279,7 @@ extension Agent {
         }
         guard cache.device(id) == nil, id != user else { throw ActivationRefusal.bound }
         // A sub-device too: its gateway's role would gain that name's topics.
-        if try await provisioning.access.isTakenAtBroker(id) {
+        if try await provisioning.access.isTakenAtBroker(id, dialect: pairing.dialect) {
             throw ActivationRefusal(code: 1013, reason: "the broker has a client or role named for '\(id)' that this agent did not make")
         }
         // The device's info from the request, its space from the pairing (a pairing without one gives none: the
@@ -281,8 +314,12 @@ extension Agent {
                 return (device, JSONObject([("devId", .string(id))]))
             }
             let password = Secrets.password()
-            try await provisioning.access.createDeviceClient(id, password: password)
-            return (device, JSONObject([("username", .string(id)), ("password", .string(password)), ("clientId", .string(id))]))
+            try await provisioning.access.createDeviceClient(id, password: password, dialect: pairing.dialect)
+            return (device, JSONObject([
+                ("username", .string(AccessPolicy.brokerUser(id, dialect: pairing.dialect))),
+                ("password", .string(password)),
+                ("clientId", .string(AccessPolicy.brokerClientID(id, dialect: pairing.dialect))),
+            ]))
         } catch {
             await rollBack(user, device: id, provisioning)
             throw error
@@ -354,7 +391,7 @@ struct AccessWatch: CacheWatch {
 }
 
 extension Agent {
-    /// The API's `pair` (`spaceId`, `gatewayId`, `productId`, `ttl` seconds; answers `NewPairing.json`),
+    /// The API's `pair` (`spaceId`, `gatewayId`, `productId`, `dialect`, `ttl` seconds; answers `NewPairing.json`),
     /// `pairRevoke` (`token`) and `pairings` (every pairing).
     func apiPairing(_ method: String, _ request: JSONObject) async throws -> JSONValue {
         do {
@@ -379,7 +416,8 @@ extension Agent {
             }
             let ttl = try Self.timeout(request["ttl"]) ?? .seconds(600)
             let session = try await pair(spaceId: spaceId, gatewayId: try optionalText("gatewayId"),
-                                         productId: try optionalText("productId"), ttl: ttl)
+                                         productId: try optionalText("productId"),
+                                         dialect: try optionalText("dialect"), ttl: ttl)
             return .object(session.made.json)
         case "pairRevoke":
             guard let token = request["token"]?.stringValue else { throw APIError(400, "'token' is missing") }

@@ -31,6 +31,9 @@ public struct Pairing: Sendable, Equatable {
     /// The device it activated.
     public var deviceId: String?
     public var endedAt: Millis?
+    /// The dialect its device speaks, which decides the broker user, client id and topics it gets: nil for the
+    /// native one, `alink` for an Alink device (docs/provisioning.md, "Alink devices").
+    public var dialect: String?
 
     /// The state at `now`: a pending pairing past its expiry is expired, even before the agent marked it so.
     public func state(at now: Millis) -> State {
@@ -44,7 +47,7 @@ public struct Pairing: Sendable, Equatable {
             ("username", .string(username)), ("state", .string(state(at: now).rawValue)),
             ("spaceId", number(spaceId)), ("gatewayId", text(gatewayId)), ("productId", text(productId)),
             ("createdAt", .integer(createdAt)), ("expiresAt", .integer(expiresAt)), ("devId", text(deviceId)),
-            ("endedAt", number(endedAt)),
+            ("endedAt", number(endedAt)), ("dialect", .string(dialect ?? "native")),
         ])
     }
 
@@ -55,11 +58,13 @@ public struct Pairing: Sendable, Equatable {
         else { return nil }
         self.init(username: username, spaceId: object["spaceId"]?.int64Value, gatewayId: object["gatewayId"]?.stringValue,
                   productId: object["productId"]?.stringValue, createdAt: created, expiresAt: expires, state: state,
-                  deviceId: object["devId"]?.stringValue, endedAt: object["endedAt"]?.int64Value)
+                  deviceId: object["devId"]?.stringValue, endedAt: object["endedAt"]?.int64Value,
+                  dialect: object["dialect"]?.stringValue.flatMap { $0 == "native" ? nil : $0 })
     }
 
     public init(username: String, spaceId: Int64?, gatewayId: String?, productId: String?, createdAt: Millis,
-                expiresAt: Millis, state: State, deviceId: String? = nil, endedAt: Millis? = nil) {
+                expiresAt: Millis, state: State, deviceId: String? = nil, endedAt: Millis? = nil,
+                dialect: String? = nil) {
         self.username = username
         self.spaceId = spaceId
         self.gatewayId = gatewayId
@@ -69,6 +74,7 @@ public struct Pairing: Sendable, Equatable {
         self.state = state
         self.deviceId = deviceId
         self.endedAt = endedAt
+        self.dialect = dialect
     }
 }
 

@@ -18,7 +18,7 @@ public final class PairingStore: Sendable {
     }
 
     private static let columns = """
-        username, space_id, gateway_id, product_id, created_at, expires_at, state, dev_id, ended_at
+        username, space_id, gateway_id, product_id, created_at, expires_at, state, dev_id, ended_at, dialect
         """
 
     private static func pairing(_ row: Row) -> Pairing? {
@@ -27,7 +27,7 @@ public final class PairingStore: Sendable {
               let state = row.string("state").flatMap(Pairing.State.init(rawValue:)) else { return nil }
         return Pairing(username: username, spaceId: row.int("space_id"), gatewayId: row.string("gateway_id"),
                        productId: row.string("product_id"), createdAt: created, expiresAt: expires, state: state,
-                       deviceId: row.string("dev_id"), endedAt: row.int("ended_at"))
+                       deviceId: row.string("dev_id"), endedAt: row.int("ended_at"), dialect: row.string("dialect"))
     }
 
     private static func text(_ value: String?) -> SQLiteValue { value.map(SQLiteValue.text) ?? .null }
@@ -36,10 +36,10 @@ public final class PairingStore: Sendable {
         try withDatabase { db in
             try db.run("""
                 INSERT INTO pairings (username, token_hash, space_id, gateway_id, product_id, created_at, expires_at,
-                    state) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')
+                    state, dialect) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)
                 """, [.text(pairing.username), .text(tokenHash), pairing.spaceId.map(SQLiteValue.integer) ?? .null,
                       Self.text(pairing.gatewayId), Self.text(pairing.productId), .integer(pairing.createdAt),
-                      .integer(pairing.expiresAt)])
+                      .integer(pairing.expiresAt), Self.text(pairing.dialect)])
         }
     }
 
@@ -136,7 +136,8 @@ public final class PairingStore: Sendable {
                 for pairing in interrupted {
                     try db.run("DELETE FROM provisioned_devices WHERE pairing = ?", [.text(pairing.username)])
                     guard pairing.gatewayId == nil, let device = pairing.deviceId else { continue }
-                    for (kind, name) in [(GrantKind.client, device), (.role, AccessPolicy.deviceRole(device))] {
+                    let user = AccessPolicy.brokerUser(device, dialect: pairing.dialect)
+                    for (kind, name) in [(GrantKind.client, user), (.role, AccessPolicy.deviceRole(device))] {
                         try db.run("INSERT OR IGNORE INTO broker_grants (kind, name, created_at) VALUES (?, ?, ?)",
                                    [.text(kind.rawValue), .text(name), .integer(pairing.endedAt ?? pairing.createdAt)])
                     }
@@ -212,6 +213,20 @@ public final class PairingStore: Sendable {
             var devices: [String: String?] = [:]
             for row in try db.query("SELECT dev_id, gateway_id FROM provisioned_devices") {
                 if let id = row.string("dev_id") { devices[id] = .some(row.string("gateway_id")) }
+            }
+            return devices
+        }
+    }
+
+    /// The provisioned devices that speak a dialect other than the native one, with it (their pairing's).
+    func provisionedDialects() throws -> [String: String] {
+        try withDatabase { db in
+            var devices: [String: String] = [:]
+            for row in try db.query("""
+                SELECT d.dev_id AS dev_id, p.dialect AS dialect FROM provisioned_devices d
+                JOIN pairings p ON p.username = d.pairing WHERE p.dialect IS NOT NULL
+                """) {
+                if let id = row.string("dev_id"), let dialect = row.string("dialect") { devices[id] = dialect }
             }
             return devices
         }

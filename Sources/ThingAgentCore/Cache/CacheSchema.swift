@@ -239,6 +239,12 @@ package enum CacheSchema {
             ALTER TABLE devices ADD COLUMN presence TEXT;
             ALTER TABLE devices ADD COLUMN tags TEXT;
             """),
+        // The dialect a pairing is for (NULL: native; 'alink'): the broker user, client id and topics its device
+        // gets. A provisioned device's is its pairing's (`provisioned_devices.pairing`); a sub-device's pairing
+        // takes its gateway's.
+        Migration(version: 12, name: "a pairing's dialect", sql: """
+            ALTER TABLE pairings ADD COLUMN dialect TEXT;
+            """),
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).

@@ -249,7 +249,8 @@ package struct AlinkDialect: Dialect {
                 throw PayloadError("a sub-device needs 'productKey' and 'deviceName' strings")
             }
             let device = deviceID(productKey: pk, deviceName: dn)
-            let linked = JSONObject([("gatewayId", .string(gateway))])
+            // Linked to the gateway; its product key is its product, as for a device first heard from itself.
+            let linked = JSONObject([("gatewayId", .string(gateway)), ("productId", .string(pk))])
             switch topic {
             case .topoAdd:
                 messages.append(DeviceMessage(device, .info(linked, time: arrival)))

@@ -28,7 +28,13 @@ package struct BrokerLog: Dialect {
         guard let event = Self.event(line) else { return DialectMessage(.answeredOnly) }
         for dialect in dialects {
             if let device = dialect.device(forClient: event.client, user: event.user), DeviceID.isValid(device) {
-                return DialectMessage(.batch([DeviceMessage(device, .status(online: event.connected, time: arrival, via: .broker))]))
+                let status = DeviceMessage(device, .status(online: event.connected, time: arrival, via: .broker))
+                // A device first heard of here gets what its id says of it (its product), as one first heard from
+                // itself does: its own messages that follow find it known already.
+                guard event.connected, let identity = dialect.identity(of: device) else {
+                    return DialectMessage(.batch([status]))
+                }
+                return DialectMessage(.batch([DeviceMessage(device, .info(identity, time: arrival)), status]))
             }
         }
         return DialectMessage(.answeredOnly)

@@ -7,13 +7,15 @@ enum PairCommand: Command {
         name: "pair",
         summary: "pairing tokens: make one (with bootstrap broker credentials), list them, revoke one",
         usage: """
-            thing-agent pair [--space ID] [--gateway GW] [--product P] [--ttl S] [--wait] [--json] \
+            thing-agent pair [--space ID] [--gateway GW] [--product P] [--dialect D] [--ttl S] [--wait] [--json] \
             | pair list [--json] | pair revoke TOKEN|USER [options]
             """,
         options: [
             OptionSpec(name: "space", valueName: "ID", help: "the space the device joins (its info's spaceId)"),
             OptionSpec(name: "gateway", valueName: "GW", help: "a sub-device of GW, which activates it"),
             OptionSpec(name: "product", valueName: "P", help: "only a device of product P may use the token"),
+            OptionSpec(name: "dialect", valueName: "D",
+                       help: "native (default) or alink: the device speaks Alink (a sub-device: its gateway's)"),
             OptionSpec(name: "ttl", valueName: "S", help: "seconds the token is valid (default 600)"),
             OptionSpec(name: "wait", valueName: nil, help: "wait for the activation: exit 0 with the device, 5 at expiry"),
             OptionSpec(name: "json", valueName: nil, help: "print JSON"),
@@ -25,6 +27,11 @@ enum PairCommand: Command {
             and answers the activation (docs/protocol.md, "Provisioning"). The token and the password are shown
             once. `pair list` reads the cache file: pending, used, expired and revoked pairings. `pair revoke` takes the
             token or the pairing's user name (pair-…) as `pair list` shows it.
+
+            --dialect alink pairs an Alink device (the daemon must speak Alink, config "dialects"): it activates
+            as <productKey>.<deviceName>, and its answer gives it Linkkit's user name <deviceName>&<productKey>
+            and client id <productKey>&<deviceName>|securemode=-2,authType=connwl|, with access to its own
+            Alink topics only (docs/provisioning.md, "Alink devices").
 
             """ + ExitCode.table,
         actions: ["list", "revoke"])
@@ -61,6 +68,12 @@ enum PairCommand: Command {
         if let product = arguments.value("product") {
             guard !product.isEmpty else { throw CommandFailure(code: .usage, message: "--product needs a product id") }
             request["productId"] = .string(product)
+        }
+        if let dialect = arguments.value("dialect") {
+            guard Dialects.names.contains(dialect) else {
+                throw CommandFailure(code: .usage, message: "--dialect needs one of " + Dialects.names.joined(separator: ", "))
+            }
+            request["dialect"] = .string(dialect)
         }
         if let ttl = try seconds(arguments, "ttl") { request["ttl"] = .double(ttl) }
         let made = try await callDaemon("pair", request, configuration)
@@ -124,9 +137,10 @@ enum PairCommand: Command {
         } else if pairings.isEmpty {
             Console.out("no pairings")
         } else {
-            Console.out(Format.table(["PAIRING", "STATE", "EXPIRES", "SPACE", "GATEWAY", "PRODUCT", "DEVICE"], pairings.map {
+            Console.out(Format.table(["PAIRING", "STATE", "EXPIRES", "SPACE", "GATEWAY", "PRODUCT", "DIALECT", "DEVICE"],
+                                     pairings.map {
                 [$0.username, $0.state(at: now).rawValue, Format.date($0.expiresAt), $0.spaceId.map { "\($0)" } ?? "-",
-                 $0.gatewayId ?? "-", $0.productId ?? "-", $0.deviceId ?? "-"]
+                 $0.gatewayId ?? "-", $0.productId ?? "-", $0.dialect ?? "native", $0.deviceId ?? "-"]
             }))
         }
         return .success

@@ -7,13 +7,15 @@ enum SimulateCommand: Command {
         name: "simulate",
         summary: "run virtual devices, gateways and sub-devices on the broker (for demos, tests, benchmarks)",
         usage: """
-            thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--seed N] [--duration S]
-              [--provision [--credentials FILE]] [options]
+            thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--dialect D[,D]] [--seed N]
+              [--duration S] [--provision [--credentials FILE]] [options]
             """,
         options: [
             OptionSpec(name: "devices", valueName: "N", help: "plain Wi-Fi devices (lights; default 10)"),
             OptionSpec(name: "gateways", valueName: "N", help: "gateways, each able to replace the others (default 2)"),
             OptionSpec(name: "subdevices", valueName: "N", help: "sub-devices (sensors) per gateway (default 3)"),
+            OptionSpec(name: "dialect", valueName: "D",
+                       help: "native or alink, or native,alink to split the fleet between them (default native)"),
             OptionSpec(name: "report-interval", valueName: "S", help: "seconds between property reports (default 10; 0: none)"),
             OptionSpec(name: "signal-interval", valueName: "S", help: "seconds between signal reports (default 5; 0: none)"),
             OptionSpec(name: "seed", valueName: "N", help: "same seed, same ids, names and values (default: random)"),
@@ -56,8 +58,18 @@ enum SimulateCommand: Command {
             id; each gateway then activates its sub-devices over its connection. Every device needs a connection
             of its own then (no pools).
 
-            Products: p-light-1 (devices), p-gateway-1, p-sensor-1 (sub-devices), built in; --models DIR
-            replaces them by productId. Try it next to the agent:
+            --dialect alink: the devices speak Alink as Alibaba's device SDK (Linkkit) does, on the agent's alink
+            dialect (config "dialects": ["native","alink"]): id <productKey>.<name>, Linkkit's client id and user
+            name, no will and no status; they inform their firmware version and post every property when they
+            come up, send an NTP request, post an event now and then, answer property sets with code 200 and then
+            post the values they applied, answer the service identify on identify_reply, and follow an upgrade
+            push with progress steps and the new version. Alink gateways add their sub-devices to their topology
+            and log them in, then post for them on their own /sys/ topics; they do no Wi-Fi scan and no gateway
+            replacement. --dialect native,alink splits the devices and the gateways each in that order (of 20
+            devices the first 10 native); a gateway's sub-devices speak its dialect.
+
+            Products: p-light-1 (devices), p-gateway-1, p-sensor-1 (sub-devices), and their Alink twins a1Light1,
+            a1Gateway1, a1Sensor1 (TSL), built in; --models DIR replaces them by productId. Try it next to the agent:
               thing-agent run --models Config/models &
               thing-agent simulate --devices 20 --seed 7 &
               thing-agent watch
@@ -128,6 +140,21 @@ enum SimulateCommand: Command {
             }
             target = value
         }
+        // --dialects (a common option) is the agent's own setting, which the fleet does not follow: a fleet asked
+        // for with it alone would silently speak the native dialect.
+        if arguments.value("dialects") != nil, arguments.value("dialect") == nil {
+            throw CommandFailure(code: .usage, message: "the fleet's dialect is --dialect (--dialects is the agent's)")
+        }
+        if let text = arguments.value("dialect") {
+            let names = text.split(separator: ",", omittingEmptySubsequences: false)
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            let dialects = names.compactMap(SimulatedDialect.init(rawValue:))
+            guard !names.isEmpty, dialects.count == names.count, Set(dialects).count == dialects.count else {
+                throw CommandFailure(code: .usage, message: "--dialect needs native, alink, or both separated by a "
+                                     + "comma (native,alink)")
+            }
+            options.dialects = dialects
+        }
         try count("devices", &options.devices)
         try count("gateways", &options.gateways)
         try count("subdevices", &options.subdevicesPerGateway)
@@ -177,9 +204,12 @@ enum SimulateCommand: Command {
         let plan = simulator.connectionPlan
         let gateways = options.gateways == 0 ? "no gateways"
             : "\(options.gateways) gateways with \(options.subdevicesPerGateway) sub-devices each"
+        let alink = simulator.devices.filter { $0.plan.dialect == .alink }.count
+        let dialects = alink == 0 ? "" : alink == simulator.devices.count ? ", speaking Alink"
+            : ", \(alink) of them speaking Alink"
         Console.out("""
             simulate: \(options.total) devices (\(options.devices) devices, \(gateways)) on \(configuration.mqtt.broker) \
-            under \(configuration.topicRoot)/, seed \(options.seed), \(plan.links.count) connections\
+            under \(configuration.topicRoot)/\(dialects), seed \(options.seed), \(plan.links.count) connections\
             \(plan.pooledDevices > 0 ? " (\(plan.pooledDevices) devices on pooled connections)" : "")
             """)
         let shown = 20

@@ -26,8 +26,18 @@ struct SimulatorOptions: Sendable {
     /// Broker connections at most (see `ConnectionPlan`).
     var maxConnections = 250
     var spaceId: Int64 = 1001
+    /// The dialects the fleet speaks: one for the whole fleet, or several that split it (`FleetPlan`).
+    var dialects: [SimulatedDialect] = [.native]
 
     var total: Int { devices + gateways * (1 + subdevicesPerGateway) }
+}
+
+/// The wire dialect of a simulated device (`simulate --dialect`).
+enum SimulatedDialect: String, Sendable, CaseIterable {
+    /// The agent's own protocol (docs/protocol.md).
+    case native
+    /// Alibaba's Alink, as its device SDK Linkkit speaks it (docs/protocol.md, "Alink").
+    case alink
 }
 
 /// One simulated device, fixed by the seed: ids, names, addresses and its own random stream.
@@ -47,9 +57,21 @@ struct DevicePlan: Sendable {
     let channel: Int?
     /// One space for the whole fleet, so that any gateway can replace any other.
     let spaceId: Int64
+    var dialect: SimulatedDialect = .native
+
+    /// An Alink device's product key and name (its id is `<pk>.<dn>`); nil for a native device.
+    var alink: (productKey: String, deviceName: String)? {
+        guard dialect == .alink, let (pk, dn) = AlinkDialect.split(id) else { return nil }
+        return (String(pk), String(dn))
+    }
 }
 
 /// The fleet for a seed: gateways first, each followed by its sub-devices, then the plain devices.
+///
+/// With several dialects (`--dialect native,alink`) the gateways and the plain devices are each split in that
+/// order: of 20 devices the first 10 speak the first dialect, the next 10 the second; a gateway's sub-devices speak
+/// its dialect. An Alink device's id is `<productKey>.<name>`, its name the id a native device in its place has
+/// (`a1Light1.dev-0dd7-11`), its product the Alink product of its kind (`BuiltinModels`).
 enum FleetPlan {
     static let rooms = ["Hall", "Kitchen", "Bedroom", "Study", "Porch", "Garage", "Attic", "Cellar", "Nursery",
                         "Office", "Lobby", "Patio", "Pantry", "Landing"]
@@ -63,9 +85,19 @@ enum FleetPlan {
         func number(_ n: Int) -> String { String(n).leftPadded(to: width) }
 
         var plans: [DevicePlan] = []
-        func add(id: String, category: DeviceCategory, product: String, gateway: String?,
-                 abilities: [DeviceAbility], name: (inout SeededGenerator) -> String) {
+        /// The dialect of the `n`th (from 1) of `count`: the fleet split in the order the dialects are given.
+        func dialect(_ n: Int, of count: Int) -> SimulatedDialect {
+            let dialects = options.dialects.isEmpty ? [.native] : options.dialects
+            return dialects[min(dialects.count - 1, (n - 1) * dialects.count / max(1, count))]
+        }
+        func add(id native: String, category: DeviceCategory, product: String, gateway: String?,
+                 abilities: [DeviceAbility], dialect: SimulatedDialect, name: (inout SeededGenerator) -> String) {
             let index = plans.count
+            // Alink has no Wi-Fi scan and no gateway replacement: its devices list no such abilities.
+            let (id, product, abilities) = dialect == .alink
+                ? (AlinkDialect.deviceID(productKey: BuiltinModels.alinkProduct[product] ?? product, deviceName: native),
+                   BuiltinModels.alinkProduct[product] ?? product, [DeviceAbility]())
+                : (native, product, abilities)
             var own = SeededGenerator(seed: options.seed, stream: index)
             let bytes = (0..<3).map { _ in String(UInt8.random(in: 0...255, using: &own), radix: 16).leftPadded(to: 2) }
             plans.append(DevicePlan(
@@ -74,20 +106,24 @@ enum FleetPlan {
                 lanIp: "192.168.\(1 + index / 250).\(2 + index % 250)",
                 firmwareVersion: "1.\(Int.random(in: 0...4, using: &own)).\(Int.random(in: 0...9, using: &own))",
                 module: category == .subdevice ? "ZS3L" : "WBR3",
-                channel: category == .gateway ? Int.random(in: 11...26, using: &own) : nil, spaceId: options.spaceId))
+                channel: category == .gateway ? Int.random(in: 11...26, using: &own) : nil, spaceId: options.spaceId,
+                dialect: dialect))
         }
         for g in stride(from: 1, through: options.gateways, by: 1) {
-            let gateway = "gw-\(tag)-\(number(g))"
-            add(id: gateway, category: .gateway, product: BuiltinModels.gateway, gateway: nil,
-                abilities: [.gatewayTransfer, .wifiList]) { "\(rooms.randomElement(using: &$0)!) gateway" }
+            let spoken = dialect(g, of: options.gateways)
+            add(id: "gw-\(tag)-\(number(g))", category: .gateway, product: BuiltinModels.gateway, gateway: nil,
+                abilities: [.gatewayTransfer, .wifiList], dialect: spoken) { "\(rooms.randomElement(using: &$0)!) gateway" }
+            let gateway = plans[plans.count - 1].id
             for s in stride(from: 1, through: options.subdevicesPerGateway, by: 1) {
                 add(id: "sub-\(tag)-\(number(g))-\(number(s))", category: .subdevice, product: BuiltinModels.sensor,
-                    gateway: gateway, abilities: []) { "\(rooms.randomElement(using: &$0)!) sensor" }
+                    gateway: gateway, abilities: [], dialect: spoken) { "\(rooms.randomElement(using: &$0)!) sensor" }
             }
         }
         for d in stride(from: 1, through: options.devices, by: 1) {
             add(id: "dev-\(tag)-\(number(d))", category: .device, product: BuiltinModels.light, gateway: nil,
-                abilities: [.wifiList]) { "\(rooms.randomElement(using: &$0)!) \(lightKinds.randomElement(using: &$0)!)" }
+                abilities: [.wifiList], dialect: dialect(d, of: options.devices)) {
+                "\(rooms.randomElement(using: &$0)!) \(lightKinds.randomElement(using: &$0)!)"
+            }
         }
         return plans
     }

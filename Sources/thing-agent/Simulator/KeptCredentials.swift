@@ -14,7 +14,8 @@ struct KeptCredentials {
         path = nil
     }
 
-    /// Reads FILE when it exists (a JSON object of device id to `{"username","password"}`, `{}` for a sub-device).
+    /// Reads FILE when it exists (a JSON object of device id to `{"username","password"}`, with `clientId` for an
+    /// Alink device, `{}` for a sub-device).
     init(path: String) throws {
         self.path = path
         guard FileManager.default.fileExists(atPath: path) else { return }
@@ -24,7 +25,8 @@ struct KeptCredentials {
         }
         for (id, entry) in root {
             if let user = entry["username"]?.stringValue, let password = entry["password"]?.stringValue {
-                devices[id] = DeviceCredentials(username: user, password: password)
+                devices[id] = DeviceCredentials(username: user, password: password,
+                                                clientID: entry["clientId"]?.stringValue)
             } else {
                 devices[id] = .some(nil)
             }
@@ -40,8 +42,12 @@ struct KeptCredentials {
         guard let path else { return }
         var root = JSONObject()
         for (id, entry) in devices.sorted(by: { $0.key < $1.key }) {
-            root[id] = .object(entry.map { JSONObject([("username", .string($0.username)), ("password", .string($0.password))]) }
-                               ?? JSONObject())
+            root[id] = .object(entry.map { credentials in
+                var object = JSONObject([("username", .string(credentials.username)),
+                                         ("password", .string(credentials.password))])
+                if let clientID = credentials.clientID { object["clientId"] = .string(clientID) }
+                return object
+            } ?? JSONObject())
         }
         let temporary = path + ".tmp"
         guard FileManager.default.createFile(atPath: temporary, contents: Data(JSONValue.object(root).serializedBytes()),

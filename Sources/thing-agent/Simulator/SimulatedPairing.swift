@@ -6,6 +6,8 @@ import ThingAgent
 struct DeviceCredentials: Sendable {
     let username: String
     let password: String
+    /// The client id they are pinned to, when it is not the user name (an Alink device's, Linkkit's form).
+    var clientID: String? = nil
 }
 
 /// `simulate --provision`: the fleet starts unpaired. Each device and gateway gets a pairing from the daemon (its
@@ -24,7 +26,10 @@ struct SimulatedPairing {
     func activate(_ plans: [DevicePlan], kept: inout KeptCredentials) async throws -> [String: DeviceCredentials] {
         var credentials = kept.credentials
         for plan in plans where plan.category != .subdevice && !kept.has(plan.id) {
-            let made = try await pairing(JSONObject([("spaceId", .integer(plan.spaceId))]))
+            var request = JSONObject([("spaceId", .integer(plan.spaceId))])
+            // An Alink device's pairing says so: its activation gives it Alink credentials and topics.
+            if plan.dialect == .alink { request["dialect"] = .string(plan.dialect.rawValue) }
+            let made = try await pairing(request)
             var mqtt = Simulator.mqtt(configuration, clientID: made.username, will: nil)
             mqtt.username = made.username
             mqtt.password = made.password
@@ -32,13 +37,15 @@ struct SimulatedPairing {
             guard let user = answer["username"]?.stringValue, let password = answer["password"]?.stringValue else {
                 throw CommandFailure(code: .failure, message: "the activation of \(plan.id) carried no credentials")
             }
-            credentials[plan.id] = DeviceCredentials(username: user, password: password)
+            let clientID = answer["clientId"]?.stringValue
+            credentials[plan.id] = DeviceCredentials(username: user, password: password,
+                                                     clientID: clientID == user ? nil : clientID)
             try kept.add(plan.id, credentials[plan.id])
         }
         for plan in plans where plan.category == .subdevice && !kept.has(plan.id) {
             guard let gateway = plan.gatewayId, let own = credentials[gateway] else { continue }
             let made = try await pairing(JSONObject([("spaceId", .integer(plan.spaceId)), ("gatewayId", .string(gateway))]))
-            var mqtt = Simulator.mqtt(configuration, clientID: own.username, will: nil)
+            var mqtt = Simulator.mqtt(configuration, clientID: own.clientID ?? own.username, will: nil)
             mqtt.username = own.username
             mqtt.password = own.password
             _ = try await exchange(mqtt, pairing: made.username, token: made.token, plan)

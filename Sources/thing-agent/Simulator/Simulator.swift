@@ -15,6 +15,8 @@ final class Simulator: Sendable {
     private let connectionOf: [String: SimulatorConnection]
     private let connections: [SimulatorConnection]
     private let transfers = Mutex<[String: Task<Void, Never>]>([:])
+    /// The Alink gateways that have logged their sub-devices in.
+    private let sessions = GatewaySessions()
 
     /// `credentials`: each device's own (`--provision`); its connection then uses them, its id as client id.
     init(options: SimulatorOptions, configuration: AgentConfiguration, models: ThingModels,
@@ -36,12 +38,22 @@ final class Simulator: Sendable {
         for (number, link) in connectionPlan.links.enumerated() {
             let first = link.devices[0]
             let own = link.pooled ? nil : credentials[first]
-            let clientID = link.pooled ? "sim-pool-\(number)-\(first)" : own?.username ?? "sim-\(first)"
-            let will = link.pooled ? nil : deviceById[first]?.will
+            let alink = link.pooled ? nil : deviceById[first]?.plan.alink
+            var clientID = link.pooled ? "sim-pool-\(number)-\(first)" : own?.clientID ?? own?.username ?? "sim-\(first)"
+            if let alink, own == nil {
+                // Linkkit's client id; its password would be a signature with the device's secret, which a broker
+                // without provisioning does not check.
+                clientID = "\(alink.productKey)&\(alink.deviceName)|securemode=3,signmethod=hmacsha1,"
+                    + "timestamp=\(Timestamp.current)|"
+            }
+            // An Alink device sets no will: it announces no status.
+            let will = link.pooled || alink != nil ? nil : deviceById[first]?.will
             var mqtt = Self.mqtt(configuration, clientID: clientID, will: will)
             if let own {
                 mqtt.username = own.username
                 mqtt.password = own.password
+            } else if let alink, mqtt.username == nil {
+                mqtt.username = "\(alink.deviceName)&\(alink.productKey)"
             }
             let connection = try SimulatorConnection(configuration: mqtt, topics: topics, stats: stats)
             connections.append(connection)
@@ -108,7 +120,12 @@ final class Simulator: Sendable {
         // Coming online is one act, outside the run's cancellation: a device that connected announces all of it
         // (information, status, properties) also when the run ends meanwhile (a short --duration under load);
         // a cancelled publish would give up at once and leave the device half announced.
+        // An Alink sub-device speaks once its gateway has added it and logged it in.
+        if device.plan.dialect == .alink, let gateway = device.plan.gatewayId { await sessions.waitForLogin(gateway) }
+        guard !Task.isCancelled else { return }
         let up = await Task {
+            // An Alink gateway logs its sub-devices in once it is up, or lets them try if it is not.
+            defer { if device.plan.dialect == .alink, device.plan.category == .gateway { sessions.loggedIn(device.id) } }
             do {
                 try await connection.attach(device)
             } catch {
@@ -116,6 +133,13 @@ final class Simulator: Sendable {
                 return false
             }
             for publication in device.comingOnline(now: Timestamp.current) { await connection.publish(publication) }
+            if device.plan.dialect == .alink, device.plan.category == .gateway {
+                let subs = devices.filter { $0.plan.gatewayId == device.id }
+                if !subs.isEmpty {
+                    await connection.publish(device.alinkTopoAdd(subs, now: Timestamp.current))
+                    await connection.publish(device.alinkLogin(subs, now: Timestamp.current))
+                }
+            }
             return true
         }.value
         guard up else { return }
@@ -134,6 +158,10 @@ final class Simulator: Sendable {
                 if let report = device.propertyReport(all: false, now: Timestamp.current, seconds: options.reportInterval) {
                     await connection.publish(report)
                 }
+                // An Alink device's event now and then (a light's fault, a gateway's alarm, a button press).
+                if device.plan.dialect == .alink, let event = device.alinkEvent(chance: 0.05) {
+                    await connection.publish(event)
+                }
                 nextReport = due + .seconds(options.reportInterval)
             }
             if let due = nextSignal, clock.now >= due {
@@ -145,9 +173,17 @@ final class Simulator: Sendable {
 
     func connection(of device: VirtualDevice) -> SimulatorConnection? { connectionOf[device.id] }
 
+    func device(_ id: String) -> VirtualDevice? { deviceById[id] }
+
     private func react(_ device: VirtualDevice, _ reaction: VirtualDevice.Reaction) {
         if let version = reaction.startUpgrade {
-            let run = Task { await self.upgrade(device, to: version) }
+            let run = Task {
+                if device.plan.dialect == .alink {
+                    await self.alinkUpgrade(device, to: version)
+                } else {
+                    await self.upgrade(device, to: version)
+                }
+            }
             transfers.withLock { $0["ota:" + device.id] = run }
         }
         guard let target = reaction.startTransfer else { return }
@@ -194,13 +230,20 @@ final class Simulator: Sendable {
     }
 
     /// Every device publishes its offline status (a clean DISCONNECT drops the will), then the connections close.
+    /// An Alink device publishes none (it has no status); an Alink gateway logs its sub-devices out.
     private func stop() async {
         for run in transfers.withLock({ Array($0.values) }) { run.cancel() }
         await withTaskGroup(of: Void.self) { group in
             for connection in connections {
                 group.addTask {
-                    for device in connection.attached {
-                        await connection.publish(device.status(online: false, now: Timestamp.current))
+                    let attached = connection.attached
+                    for device in attached {
+                        if device.plan.dialect == .native {
+                            await connection.publish(device.status(online: false, now: Timestamp.current))
+                        } else if device.plan.category == .gateway {
+                            let subs = attached.filter { $0.plan.gatewayId == device.id }
+                            if !subs.isEmpty { await connection.publish(device.alinkLogout(subs)) }
+                        }
                         self.stats.online.subtract(1, ordering: .relaxed)
                     }
                     await connection.client.disconnect()
@@ -229,5 +272,37 @@ final class Simulator: Sendable {
         mqtt.keepAlive = Int(configuration.mqtt.keepAlive)
         mqtt.will = will
         return mqtt
+    }
+}
+
+/// Which Alink gateways have logged their sub-devices in: a sub-device waits for its gateway's login before it speaks.
+final class GatewaySessions: Sendable {
+    private let state = Mutex<(open: Set<String>, waiting: [String: [CheckedContinuation<Void, Never>]])>(([], [:]))
+
+    func loggedIn(_ gateway: String) {
+        let waiting = state.withLock { state in
+            state.open.insert(gateway)
+            return state.waiting.removeValue(forKey: gateway) ?? []
+        }
+        for waiter in waiting { waiter.resume() }
+    }
+
+    /// Returns once `gateway` logged its sub-devices in, or at once when the calling task is cancelled.
+    func waitForLogin(_ gateway: String) async {
+        let key = gateway
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.open.contains(key) || Task.isCancelled { return true }
+                    state.waiting[key, default: []].append(continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            // Every waiter of this gateway goes: each checks its own cancellation afterwards.
+            let waiting = state.withLock { $0.waiting.removeValue(forKey: key) ?? [] }
+            for waiter in waiting { waiter.resume() }
+        }
     }
 }

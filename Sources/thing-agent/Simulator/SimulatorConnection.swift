@@ -20,6 +20,12 @@ final class SimulatorConnection: Sendable {
     func attach(_ device: VirtualDevice) async throws {
         devices.withLock { $0[device.id] = device }
         try await client.connect()
+        if device.plan.dialect == .alink {
+            // What the platform sends it (a gateway: also its topology's and sessions' replies).
+            let filters = AlinkTopics.filters(of: device.id, gateway: device.plan.category == .gateway, publisher: .agent)
+            try await client.subscribe(filters.map { ($0, QoS.atLeastOnce) })
+            return
+        }
         var requests: [RequestKind] = [.setProperties, .getInfo, .otaStart, .action]
         if device.plan.abilities.contains(.wifiList) { requests.append(.wifiScan) }
         if device.plan.abilities.contains(.gatewayTransfer) { requests.append(.gatewayTransferStart) }
@@ -41,9 +47,18 @@ final class SimulatorConnection: Sendable {
     /// Answers requests in arrival order until the connection stops; `react` hears what each one started.
     func serve(react: @Sendable (VirtualDevice, VirtualDevice.Reaction) async -> Void) async {
         for await message in client.messages {
-            guard let (deviceId, request) = parse(message.topic),
-                  let device = devices.withLock({ $0[deviceId] }) else { continue }
-            let reaction = device.handle(request, payload: message.payload, now: Timestamp.current)
+            let reaction: VirtualDevice.Reaction
+            let device: VirtualDevice
+            if let (deviceId, request) = parse(message.topic), let found = devices.withLock({ $0[deviceId] }) {
+                device = found
+                reaction = device.handle(request, payload: message.payload, now: Timestamp.current)
+            } else if let (deviceId, downlink) = AlinkDownlink.parse(message.topic),
+                      let found = devices.withLock({ $0[deviceId] }), found.plan.dialect == .alink {
+                device = found
+                reaction = device.handleAlink(downlink, payload: message.payload, now: Timestamp.current)
+            } else {
+                continue
+            }
             for publication in reaction.publications { await publish(publication) }
             if !reaction.publications.isEmpty { stats.answered.add(1, ordering: .relaxed) }
             await react(device, reaction)

@@ -18,7 +18,7 @@ final class VirtualDevice: Sendable {
     let model: ThingModel?
     let topics: Topics
 
-    private struct State {
+    struct State {
         var generator: SeededGenerator
         /// In model order, so that reports read the same every run.
         var properties: [(code: String, value: JSONValue)] = []
@@ -33,8 +33,10 @@ final class VirtualDevice: Sendable {
         var firmwareVersion: String
         var upgradeRunning = false
         var messageCounter = 0
+        /// Alink's request ids: "1" again after every (re)start of the device.
+        var alinkCounter = 0
     }
-    private let state: Mutex<State>
+    let state: Mutex<State>
 
     /// `facts`: values of report-only properties that the fleet decides (a gateway's channel, its sub-devices).
     init(plan: DevicePlan, model: ThingModel?, topics: Topics, seed: UInt64, facts: [String: JSONValue] = [:]) {
@@ -61,8 +63,10 @@ final class VirtualDevice: Sendable {
 
     // MARK: reports
 
-    /// What a device sends when it comes up: online status, information, every property, its signal.
+    /// What a device sends when it comes up: online status, information, every property, its signal. An Alink
+    /// device: its firmware version, every property and an NTP request (`alinkComingOnline`).
     func comingOnline(now: Millis) -> [Publication] {
+        if plan.dialect == .alink { return alinkComingOnline(now: now) }
         var messages = [status(online: true, now: now), info(now: now)]
         if let report = propertyReport(all: true, now: now) { messages.append(report) }
         if let signal = signalReport(now: now, drift: false) { messages.append(signal) }
@@ -135,14 +139,17 @@ final class VirtualDevice: Sendable {
         return report(changed, now: now)
     }
 
-    private func report(_ values: [(String, JSONValue)], now: Millis) -> Publication {
-        Publication(topic: topics.properties(id), payload: Self.json([
+    func report(_ values: [(String, JSONValue)], now: Millis) -> Publication {
+        if plan.dialect == .alink { return alinkPost(values) }
+        return Publication(topic: topics.properties(id), payload: Self.json([
             ("msgId", .string(nextMessageId("p"))), ("time", .integer(now)), ("data", .object(JSONObject(values))),
         ]))
     }
 
-    /// A Wi-Fi signal report (QoS 0) whose level wanders a few dBm at a time; nil for devices without Wi-Fi.
+    /// A Wi-Fi signal report (QoS 0) whose level wanders a few dBm at a time; nil for devices without Wi-Fi, and for
+    /// Alink devices (Alink has no such report).
     func signalReport(now: Millis, drift: Bool = true) -> Publication? {
+        guard plan.dialect == .native else { return nil }
         let level: Int? = state.withLock { state in
             guard let current = state.wifiSignal else { return nil }
             if drift {

@@ -6,7 +6,10 @@ wires it to a local broker and says on stdout what happens.
 Usage:
   linkkit_device.py HOST PORT PK DN SECRET [--events alarm,...] [--services reboot,...]
                   [--auto-answer] [--ota-auto] [--post-on-ready JSON] [--follow-sets] [--ntp-on-ready] [--commands FILE]
-                  [--no-stdin] [--log]
+                  [--username U --client-id C --password P] [--no-stdin] [--log]
+
+With --username, --client-id and --password the SDK connects with them as given (its direct mode, for credentials
+the platform issued, as a provisioning agent's activation gives them) instead of signing with SECRET.
 
 Prints one JSON object per line on stdout ({"ev": ...}); SDK debug logs go to stderr with --log.
 Reads commands from stdin, one JSON object per line (EOF = quit, unless --no-stdin):
@@ -124,8 +127,13 @@ class Device(object):
         self.sub_mid = None
         self.ready = threading.Event()
         self.quit = threading.Event()
-        self.lk = linkkit.LinkKit(host_name="cn-shanghai", product_key=self.pk, device_name=self.dn,
-                                  device_secret=args.secret)
+        if args.username:
+            self.lk = linkkit.LinkKit(host_name="cn-shanghai", product_key=self.pk, device_name=self.dn,
+                                      device_secret="", username=args.username, client_id=args.client_id,
+                                      password=args.password)
+        else:
+            self.lk = linkkit.LinkKit(host_name="cn-shanghai", product_key=self.pk, device_name=self.dn,
+                                      device_secret=args.secret)
         if args.log:
             import logging
             logging.basicConfig(stream=sys.stderr, level=logging.DEBUG,
@@ -380,6 +388,9 @@ def parser():
     p.add_argument("--no-stdin", action="store_true", help="run until SIGTERM, no stdin commands")
     p.add_argument("--commands", default=None, help="also run the commands appended to this file")
     p.add_argument("--log", action="store_true", help="SDK debug log on stderr")
+    p.add_argument("--username", default=None, help="connect with this user name (with --client-id, --password)")
+    p.add_argument("--client-id", default=None, help="connect with this client id, as given")
+    p.add_argument("--password", default=None, help="connect with this password")
     return p
 
 

@@ -20,10 +20,6 @@ enum Callbacks {
         libmosquitto.mosquitto_disconnect_v5_callback_set(pointer) { _, obj, reason, _ in
             ClientCore.from(obj)?.didDisconnect(reason: reason)
         }
-        libmosquitto.mosquitto_log_callback_set(pointer) { _, obj, level, text in
-            guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
-            ClientCore.from(obj)?.didLog(String(cString: text))
-        }
         libmosquitto.mosquitto_publish_v5_callback_set(pointer) { _, obj, mid, reason, _ in
             ClientCore.from(obj)?.didCompletePublish(mid: mid, reasonCode: reason)
         }
@@ -50,6 +46,20 @@ enum Callbacks {
                     retain: raw.retain,
                     responseTopic: ReceivedProperties.string(properties, MQTT_PROP_RESPONSE_TOPIC),
                     correlationData: ReceivedProperties.binary(properties, MQTT_PROP_CORRELATION_DATA)))
+        }
+    }
+
+    /// libmosquitto's error lines are kept while a connection is being made (they explain a failed attempt,
+    /// `TLSDiagnosis`), and not listened to once connected: with a log callback set, the library formats a debug
+    /// line for every packet it sends or receives (a `malloc` and a `vsnprintf` each), only for it to be dropped.
+    static func listenToLog(_ pointer: OpaquePointer, _ listening: Bool) {
+        guard listening else {
+            libmosquitto.mosquitto_log_callback_set(pointer, nil)
+            return
+        }
+        libmosquitto.mosquitto_log_callback_set(pointer) { _, obj, level, text in
+            guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
+            ClientCore.from(obj)?.didLog(String(cString: text))
         }
     }
 }

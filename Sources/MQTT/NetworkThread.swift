@@ -191,6 +191,7 @@ struct NetworkThread: Sendable {
         } catch {
             return .failure(error)
         }
+        Callbacks.listenToLog(handle.pointer, true)
         // Asynchronous connects never block in connect(2), so an unresponsive host cannot outlast the deadline.
         // Every attempt names its broker (libmosquitto's reconnect would dial the last one again).
         let started = libmosquitto.mosquitto_connect_bind_async(
@@ -228,6 +229,7 @@ struct NetworkThread: Sendable {
             case .refused(let code):
                 return .failure(.connack(code, version: version, context: context))
             case .done:
+                Callbacks.listenToLog(handle.pointer, false)
                 return .success(())
             case .waiting:
                 if rc != 0 { return .failure(diagnosed(Self.connectFailure(rc, errno: osError, context: context), address)) }

@@ -172,7 +172,7 @@ struct SimulatorPlanTests {
         sent += [gateway.alinkTopoAdd(subs, now: t0), gateway.alinkLogin(subs, now: t0),
                  gateway.alinkLogin([subs[0]], now: t0), gateway.alinkLogout(subs), gateway.alinkLogout([subs[0]]),
                  light.alinkProgress(step: 50, desc: "downloading")]
-        sent += (0..<200).compactMap { _ in light.alinkEvent(chance: 0.5) }
+        sent += (0..<200).compactMap { _ in light.event(chance: 0.5, now: t0) }
         #expect(light.signalReport(now: t0) == nil, "Alink has no signal report")
         #expect(!sent.contains { $0.retain || $0.topic.hasPrefix("things/") })
         let dialect = AlinkDialect()
@@ -193,6 +193,9 @@ struct SimulatorPlanTests {
             }
             if case .batch(let messages) = decoded.message {
                 #expect(Set(messages.map(\.device)).isSubset(of: subs.map(\.id)), "\(messages)")
+            }
+            if case .event(let event) = decoded.message {
+                try Self.expectDescribed(event, by: models.model(for: "a1Light1"))
             }
         }
         for what in ["/thing/event/property/post", "/thing/event/fault/post", "/request", "/thing/topo/add",
@@ -245,5 +248,36 @@ struct SimulatorPlanTests {
         #expect(AlinkDownlink.parse("/ext/session/a1GW/g1/combine/batch_login_reply")! == ("a1GW.g1", .reply))
         #expect(AlinkDownlink.parse("/ext/ntp/a1PK/d1/response")! == ("a1PK.d1", .reply))
         #expect(AlinkDownlink.parse("things/d1/thing/properties/set") == nil)
+    }
+
+    /// An event's name and parameters are the ones its product's model describes.
+    static func expectDescribed(_ event: ThingEvent, by model: ThingModel?) throws {
+        let spec = try #require(model?.events?.first { $0.name == event.name }, "\(event.name) is not in the model")
+        for (code, value) in event.params.objectValue ?? [:] {
+            var output = try #require(spec.outputs.first { $0.code == code }, "\(code) is no output of \(event.name)")
+            output.access = .rw
+            #expect(throws: Never.self, "\(code) = \(value)") { try output.validate(value) }
+        }
+    }
+
+    @Test func aSimulatedNativeDevicesEventIsOneItsModelDescribes() throws {
+        var options = SimulatorOptions()
+        options.devices = 1
+        options.gateways = 1
+        options.subdevicesPerGateway = 1
+        let models = try BuiltinModels.load(directory: nil)
+        let native = NativeDialect(topics: Topics())
+        var heard = Set<String>()
+        for plan in FleetPlan.make(options) {
+            let device = VirtualDevice(plan: plan, model: models.model(for: plan.productId), topics: Topics(), seed: 2)
+            for publication in (0..<50).compactMap({ _ in device.event(chance: 0.5, now: t0) }) {
+                let route = try #require(try native.route(publication.topic), "\(publication.topic)")
+                let decoded = try publication.payload.withUnsafeBytes { try native.decode(route, payload: $0, arrival: t0) }
+                guard case .event(let event) = decoded.message else { throw TestSupportError("\(decoded.message)") }
+                try Self.expectDescribed(event, by: models.model(for: plan.productId))
+                heard.insert(event.name)
+            }
+        }
+        #expect(heard == ["fault", "alarm", "button"], "each product's event")
     }
 }

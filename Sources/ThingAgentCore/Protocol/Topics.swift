@@ -56,6 +56,7 @@ public struct Topics: Sendable, Equatable {
     public func info(_ device: String) -> String { "\(root)/\(device)/thing/info" }
     public func transferStatus(_ device: String) -> String { "\(root)/\(device)/thing/gateway/transfer/status" }
     public func otaProgress(_ device: String) -> String { "\(root)/\(device)/thing/ota/progress" }
+    public func event(_ device: String) -> String { "\(root)/\(device)/thing/event/trigger" }
     /// The unbind request published when a device is removed (docs/devices-and-rooms.md, "Remove a device").
     public func unbind(_ device: String) -> String { "\(root)/\(device)/thing/unbind" }
     public func request(_ kind: RequestKind, device: String) -> String { "\(root)/\(device)/thing/\(kind.rawValue)" }

@@ -94,23 +94,12 @@ extension VirtualDevice {
                     payload: Self.json([("deviceSendTime", .string(String(now)))]), qos: .atMostOnce)
     }
 
-    /// Now and then (at `chance` per call) the event of its product (`BuiltinModels.alinkEvents`): a light's
-    /// fault, a gateway's alarm, a sensor's button press; QoS 0, as Linkkit's `thing_trigger_event` sends it.
-    func alinkEvent(chance: Double) -> Publication? {
-        guard let event = BuiltinModels.alinkEvents[plan.productId] else { return nil }
-        let value: JSONObject? = state.withLock { state in
-            guard state.generator.chance(chance) else { return nil }
-            switch event {
-            case "fault": return ["errorCode": .integer(Int64.random(in: 1...3, using: &state.generator))]
-            case "alarm": return ["level": .integer(Int64.random(in: 1...3, using: &state.generator))]
-            default: return ["press": .integer(Int64.random(in: 1...3, using: &state.generator))]
-            }
-        }
-        guard let value else { return nil }
-        return Publication(topic: sys + "event/\(event)/post", payload: Self.json([
+    /// An event as Linkkit's `thing_trigger_event` posts it: QoS 0, `params.value` its parameters.
+    func alinkEvent(_ name: String, _ params: JSONObject) -> Publication {
+        Publication(topic: sys + "event/\(name)/post", payload: Self.json([
             ("id", .string(nextAlinkID())), ("version", .string("1.0")),
-            ("params", .object(JSONObject([("value", .object(value))]))),
-            ("method", .string("thing.event.\(event).post")),
+            ("params", .object(JSONObject([("value", .object(params))]))),
+            ("method", .string("thing.event.\(name).post")),
         ]), qos: .atMostOnce)
     }
 

@@ -18,8 +18,10 @@ enum BuiltinModels {
     /// The Alink product (key) in the place of each native one.
     static let alinkProduct = [light: alinkLight, gateway: alinkGateway, sensor: alinkSensor]
 
-    /// The events an Alink device of each product posts now and then: its identifier and what it says.
-    static let alinkEvents: [String: String] = [alinkLight: "fault", alinkGateway: "alarm", alinkSensor: "button"]
+    /// The event a device of each product reports now and then (its name; its one parameter is `eventParameter`).
+    static let events: [String: String] = [light: "fault", gateway: "alarm", sensor: "button",
+                                           alinkLight: "fault", alinkGateway: "alarm", alinkSensor: "button"]
+    static let eventParameter = ["fault": "errorCode", "alarm": "level", "button": "press"]
 
     static let files: [String: String] = [
         light: """
@@ -31,7 +33,8 @@ enum BuiltinModels {
               {"code":"label","type":"string","maxlen":32,"access":"rw"}],
              "actions":[
               {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
-               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}
+               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}],
+             "events":[{"code":"fault","outputParams":[{"code":"errorCode","type":"value","min":1,"max":3}]}]}
             """,
         gateway: """
             {"productId":"p-gateway-1","properties":[
@@ -43,7 +46,8 @@ enum BuiltinModels {
               {"code":"sub_device_count","type":"value","min":0,"max":128,"access":"ro"}],
              "actions":[
               {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
-               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}
+               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}],
+             "events":[{"code":"alarm","outputParams":[{"code":"level","type":"value","min":1,"max":3}]}]}
             """,
         sensor: """
             {"productId":"p-sensor-1","properties":[
@@ -53,7 +57,8 @@ enum BuiltinModels {
               {"code":"report_period","type":"value","min":10,"max":3600,"step":10,"access":"rw"}],
              "actions":[
               {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
-               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}
+               "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}],
+             "events":[{"code":"button","outputParams":[{"code":"press","type":"value","min":1,"max":3}]}]}
             """,
         alinkLight: """
             {"schema":"https://iotx-tsl.oss-ap-southeast-1.aliyuncs.com/schema.json",

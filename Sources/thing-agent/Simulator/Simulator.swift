@@ -158,8 +158,8 @@ final class Simulator: Sendable {
                 if let report = device.propertyReport(all: false, now: Timestamp.current, seconds: options.reportInterval) {
                     await connection.publish(report)
                 }
-                // An Alink device's event now and then (a light's fault, a gateway's alarm, a button press).
-                if device.plan.dialect == .alink, let event = device.alinkEvent(chance: 0.05) {
+                // An event now and then (a light's fault, a gateway's alarm, a button press).
+                if let event = device.event(chance: 0.05, now: Timestamp.current) {
                     await connection.publish(event)
                 }
                 nextReport = due + .seconds(options.reportInterval)

@@ -146,6 +146,24 @@ final class VirtualDevice: Sendable {
         ]))
     }
 
+    /// Now and then (at `chance` per call) the event of its product (`BuiltinModels.events`): a light's fault, a
+    /// gateway's alarm, a sensor's button press, with one parameter from 1 to 3; in its dialect's form.
+    func event(chance: Double, now: Millis) -> Publication? {
+        guard let name = BuiltinModels.events[plan.productId], let parameter = BuiltinModels.eventParameter[name] else {
+            return nil
+        }
+        let value: Int64? = state.withLock { state in
+            state.generator.chance(chance) ? Int64.random(in: 1...3, using: &state.generator) : nil
+        }
+        guard let value else { return nil }
+        let params = JSONObject([(parameter, .integer(value))])
+        if plan.dialect == .alink { return alinkEvent(name, params) }
+        return Publication(topic: topics.event(id), payload: Self.json([
+            ("msgId", .string(nextMessageId("e"))), ("time", .integer(now)),
+            ("data", .object(JSONObject([("eventCode", .string(name)), ("outputParams", .object(params))]))),
+        ]))
+    }
+
     /// A Wi-Fi signal report (QoS 0) whose level wanders a few dBm at a time; nil for devices without Wi-Fi, and for
     /// Alink devices (Alink has no such report).
     func signalReport(now: Millis, drift: Bool = true) -> Publication? {

@@ -86,6 +86,7 @@ package struct AlinkDialect: Dialect {
     // MARK: inbound
 
     package func route(_ topic: String) throws(Topics.ParseError) -> DialectRoute? {
+        let whole = topic
         var topic = topic
         let routed: Result<DialectRoute?, Topics.ParseError> = topic.withUTF8 { bytes in
             // A leading slash: the first level is empty.
@@ -100,7 +101,7 @@ package struct AlinkDialect: Dialect {
             // An event's identifier is its topic's level: `thing/event/{id}/post`.
             let name = found.topic == .eventPost ? levels.string(6) : nil
             return .success(DialectRoute(device: device, kind: Self.kind(found.topic), detail: found.topic.rawValue,
-                                         name: name))
+                                         name: name, topic: whole))
         }
         return try routed.get()
     }
@@ -171,7 +172,7 @@ package struct AlinkDialect: Dialect {
         guard let topic = Topic(rawValue: route.detail) else { throw PayloadError("not an Alink topic") }
         let object = try PayloadDecoder.object(payload)
         let message = try Self.message(topic, object, route: route, arrival: arrival)
-        return DialectMessage(message, replies: Self.replies(topic, object, device: route.device, arrival: arrival))
+        return DialectMessage(message, replies: Self.replies(topic, object, route: route, arrival: arrival))
     }
 
     private static func message(_ topic: Topic, _ object: JSONObject, route: DialectRoute, arrival: Millis)
@@ -266,23 +267,22 @@ package struct AlinkDialect: Dialect {
         return messages
     }
 
-    /// The answers the platform owes the device for a message it decoded.
-    private static func replies(_ topic: Topic, _ object: JSONObject, device: String, arrival: Millis)
+    /// The answers the platform owes the device for a message it decoded: on the message's own topic with `_reply`
+    /// appended, but for NTP's.
+    private static func replies(_ topic: Topic, _ object: JSONObject, route: DialectRoute, arrival: Millis)
         -> [OutboundMessage] {
-        guard let (pk, dn) = split(device) else { return [] }
-        let base = "/sys/\(pk)/\(dn)/thing/"
+        let replyTopic = route.topic + "_reply"
         switch topic {
         case .propertyPost:
-            return [Self.reply(base + "event/property/post_reply", to: object, method: "thing.event.property.post")]
+            return [Self.reply(replyTopic, to: object, method: "thing.event.property.post")]
         case .eventPost:
-            let event = object["method"]?.stringValue ?? "thing.event.post"
-            let identifier = event.split(separator: ".").dropFirst(2).first.map(String.init) ?? "post"
-            return [Self.reply(base + "event/\(identifier)/post_reply", to: object, method: event)]
+            return [Self.reply(replyTopic, to: object, method: "thing.event.\(route.name ?? "post").post")]
         case .tagsUpdate:
-            return [Self.reply(base + "deviceinfo/update_reply", to: object, method: "thing.deviceinfo.update")]
+            return [Self.reply(replyTopic, to: object, method: "thing.deviceinfo.update")]
         case .tagsDelete:
-            return [Self.reply(base + "deviceinfo/delete_reply", to: object, method: "thing.deviceinfo.delete")]
+            return [Self.reply(replyTopic, to: object, method: "thing.deviceinfo.delete")]
         case .ntpRequest:
+            guard let (pk, dn) = split(route.device) else { return [] }
             guard let sent = object["deviceSendTime"] else { return [] }
             // The times as strings of milliseconds, as Alibaba's documents give them.
             let answer = JSONObject([("deviceSendTime", sent), ("serverRecvTime", .string(String(arrival))),
@@ -291,7 +291,7 @@ package struct AlinkDialect: Dialect {
                                     payload: JSONValue.object(answer).serializedBytes(), qos: 0)]
         case .topoAdd, .topoDelete:
             let name = topic == .topoAdd ? "add" : "delete"
-            return [Self.reply(base + "topo/\(name)_reply", to: object, method: "thing.topo.\(name)",
+            return [Self.reply(replyTopic, to: object, method: "thing.topo.\(name)",
                                data: Self.named(object["params"]?.arrayValue))]
         case .login, .logout, .batchLogin, .batchLogout:
             let name = ["login", "logout", "batch_login", "batch_logout"][topic.rawValue - Topic.login.rawValue]
@@ -299,8 +299,7 @@ package struct AlinkDialect: Dialect {
                 : topic == .batchLogout ? object["params"]?.arrayValue : object["params"].map { [$0] }
             let named = Self.named(list)
             let data: JSONValue = topic == .login || topic == .logout ? named.arrayValue?.first ?? .object([:]) : named
-            return [Self.reply("/ext/session/\(pk)/\(dn)/combine/\(name)_reply", to: object,
-                               method: "combine.\(name)", data: data)]
+            return [Self.reply(replyTopic, to: object, method: "combine.\(name)", data: data)]
         case .setReply, .otaInform, .otaProgress, .serviceReply, .serviceCall, .firmwareGet, .topoGet:
             return []
         }
@@ -313,13 +312,29 @@ package struct AlinkDialect: Dialect {
         var payload: [UInt8] = []
         payload.reserveCapacity(96 + method.utf8.count)
         payload.append(contentsOf: #"{"id":"#.utf8)
-        payload.append(contentsOf: (request["id"] ?? .string("0")).serializedBytes())
+        Self.appendID(request["id"] ?? .string("0"), to: &payload)
         payload.append(contentsOf: #","code":200,"data":"#.utf8)
         payload.append(contentsOf: data.serializedBytes())
         payload.append(contentsOf: #","message":"success","version":"1.0","method":"#.utf8)
-        payload.append(contentsOf: JSONValue.string(method).serializedBytes())
+        // A method is letters, digits, `_` and dots (an event's identifier passed the action-name rule): nothing to
+        // escape.
+        payload.append(UInt8(ascii: "\""))
+        payload.append(contentsOf: method.utf8)
+        payload.append(UInt8(ascii: "\""))
         payload.append(UInt8(ascii: "}"))
         return OutboundMessage(topic: topic, payload: payload, qos: 0)
+    }
+
+    /// A request's `id` as it came: a decimal string (Linkkit's) written as is, anything else serialized.
+    private static func appendID(_ id: JSONValue, to payload: inout [UInt8]) {
+        if case .string(let text) = id, !text.isEmpty, text.utf8.count <= 20,
+           text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            payload.append(UInt8(ascii: "\""))
+            payload.append(contentsOf: text.utf8)
+            payload.append(UInt8(ascii: "\""))
+        } else {
+            payload.append(contentsOf: id.serializedBytes())
+        }
     }
 
     /// `[{"productKey","deviceName"}]` of the sub-devices a request named, as its reply's `data`.

@@ -37,12 +37,15 @@ package struct DialectRoute: Sendable, Equatable {
     package var detail: Int
     /// A name the topic carries (an Alink event's identifier); nil for most topics.
     package var name: String?
+    /// The topic itself, for a dialect whose answers go out on a topic made from it (Alink's `_reply`).
+    package var topic: String
 
-    package init(device: String, kind: InboundKind, detail: Int = 0, name: String? = nil) {
+    package init(device: String, kind: InboundKind, detail: Int = 0, name: String? = nil, topic: String = "") {
         self.device = device
         self.kind = kind
         self.detail = detail
         self.name = name
+        self.topic = topic
     }
 }
 

@@ -24,6 +24,17 @@ if let index = arguments.firstIndex(of: "--info-process"), index + 3 < arguments
     }
     exit(0)
 }
+// `--versus-sqlite N CACHE EXECUTABLE...`: `info` (text and `--json`) and `devices` of each executable beside
+// `sqlite3` answering the same from a cache of N devices made with --make-cache: the cache part's comparison alone.
+if let index = arguments.firstIndex(of: "--versus-sqlite"), index + 3 < arguments.count,
+   let count = Int(arguments[index + 1]) {
+    let executables = arguments[(index + 3)...].map { (name: $0, path: $0) }
+    let versus = Report()
+    try compareWithSQLite(versus, thingAgents: executables, cache: arguments[index + 2], devices: count,
+                          quick: arguments.contains("--quick"))
+    versus.printTable()
+    exit(0)
+}
 let quick = arguments.contains("--quick")
 let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
 func section(_ name: String) -> Bool { only == nil || only == name }

@@ -83,7 +83,7 @@ struct StandbyTests {
         try await waitUntil(timeout: .seconds(15)) { (try? await b.cli(["link", "list", "--json"]))?.stdout.contains("pair") == true }
         let set1 = try await b.cli(["set", devices[0], "bright_value=321"])
         #expect(set1.status == 0, "\(set1.stdout) \(set1.stderr)")
-        try await waitUntil(timeout: .seconds(20)) { (try? await b.info(devices[1]))?["properties"]?["bright_value"]?["value"] == 321 }
+        try await waitUntil(timeout: .seconds(20)) { (try? await b.info(devices[1]))?["properties"]?["bright_value"] == 321 }
         #expect(b.metric("thing_agent_link_total{what=\"sets_sent\"}") == 0, "the standby sent link sets")
         #expect((a.metric("thing_agent_link_total{what=\"sets_sent\"}") ?? 0) >= 1)
 
@@ -117,7 +117,7 @@ struct StandbyTests {
         // The link too, now propagated by the new active instance.
         let set2 = try await b.cli(["set", devices[0], "bright_value=654"])
         #expect(set2.status == 0, "\(set2.stdout) \(set2.stderr)")
-        try await waitUntil(timeout: .seconds(20)) { (try? await b.info(devices[1]))?["properties"]?["bright_value"]?["value"] == 654 }
+        try await waitUntil(timeout: .seconds(20)) { (try? await b.info(devices[1]))?["properties"]?["bright_value"] == 654 }
 
         let after = try await setting.answers(group: group, method: "health")
         #expect(after.count == 1, "answers after: \(after)")
@@ -136,7 +136,7 @@ struct StandbyTests {
         let back = try await setting.answers(group: group, method: "health")
         #expect(back.count == 1 && back.first?["data"]?["group"]?["instance"] == "agent-b", "\(back)")
 
-        let shown = try await a.cli(["status", "--json"])
+        let shown = try await a.cli(["status", "--json", "--group-name", group])
         #expect(shown.status == 0, "\(shown.stdout) \(shown.stderr)")
         let json = try JSONParser.parse(shown.stdout)
         #expect(json["active"] == "agent-b", "\(shown.stdout)")
@@ -219,7 +219,7 @@ final class GroupInstance: Sendable {
         config = directory + "/\(name).json"
         log = directory + "/\(name).log"
         metricsPort = try freeLoopbackPort()
-        try Data(#"{"agentGroup":"\#(group)","failoverTimeout":\#(StandbyTests.failoverTimeout),"firmwareCatalog":"\#(catalog)","reconnectMaxDelay":2}"#
+        try Data(#"{"agentGroup":"\#(group)","failoverTimeout":\#(StandbyTests.failoverTimeout),"firmwareCatalog":"\#(catalog)","modelsDirectory":"\#(shippedModelsDirectory())","reconnectMaxDelay":2}"#
             .utf8).write(to: URL(fileURLWithPath: config))
     }
 
@@ -265,8 +265,8 @@ final class GroupInstance: Sendable {
 
     /// A CLI command as on this instance's host: its cache file, the group, the CLI's user.
     func cliArguments(_ arguments: [String]) -> [String] {
-        arguments + ["--broker", setting.brokers.joined(separator: ","), "--db", database, "--client-id", name,
-                     "--group-name", group] + setting.flags(setting.cli)
+        arguments + ["--config", config, "--broker", setting.brokers.joined(separator: ","), "--db", database,
+                     "--client-id", name] + setting.flags(setting.cli)
     }
 
     func cli(_ arguments: [String]) async throws -> ProcessResult {

@@ -37,6 +37,11 @@ final class GroupLease: Sendable {
         var mine: (since: Int64, claimed: ContinuousClock.Instant)?
         /// When a renewal of this instance was last acknowledged by the broker.
         var acknowledged: ContinuousClock.Instant?
+        /// Whether any record of the lease came since the start, and when the loop started: a starting instance
+        /// claims only once it heard the lease (retained, it comes right after the subscription) or waited
+        /// `silence` for it, so that a slow broker does not make it take the lease from a live holder.
+        var heardAny = false
+        var started: ContinuousClock.Instant?
     }
 
     private let view = Mutex(View())
@@ -92,6 +97,7 @@ final class GroupLease: Sendable {
               let holder = object["holder"]?.stringValue, let since = object["since"]?.int64Value else { return }
         let released = object["released"]?.boolValue == true
         view.withLock { view in
+            view.heardAny = true
             if released {
                 view.holders[holder] = nil
                 return
@@ -106,6 +112,7 @@ final class GroupLease: Sendable {
 
     /// Claims, holds and renews the lease until cancelled; `changed` runs after every change of role.
     func run(client: MQTTClient, changed: @escaping @Sendable (Bool) async -> Void) async {
+        view.withLock { $0.started = .now }
         var lapsedAt: ContinuousClock.Instant?
         while !Task.isCancelled {
             let now = ContinuousClock.now
@@ -198,7 +205,7 @@ final class GroupLease: Sendable {
                 if now - mine.claimed > timeout { view.mine = nil }
                 return .claiming
             }
-            guard best == nil, connected else { return .wait }
+            guard best == nil, connected, view.heardAny || now - (view.started ?? now) >= silence else { return .wait }
             let since = Timestamp.now()
             view.mine = (since, now)
             view.acknowledged = nil

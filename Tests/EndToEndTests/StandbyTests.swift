@@ -39,6 +39,47 @@ struct StandbyTests {
         }
     }
 
+    @Test("mosquitto: an active instance frozen (no will, its renewals stop) loses the lease within the timeout; thawed, it stands by and the API is answered once")
+    func frozenActive() async throws {
+        try await withBroker { broker in
+            let setting = GroupSetting(brokers: [broker.url], agent: [:], cli: [:], devices: [:])
+            let directory = try makeTemporaryDirectory("thing-agent-group")
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let group = "frozen-\(UInt16.random(in: 0...UInt16.max))"
+            let a = try GroupInstance(name: "agent-a", group: group, setting: setting, directory: directory, catalog: "")
+            let b = try GroupInstance(name: "agent-b", group: group, setting: setting, directory: directory, catalog: "")
+            defer {
+                a.process.signal(SIGCONT)
+                a.kill()
+                b.kill()
+            }
+            try await a.start()
+            try await waitUntil(timeout: .seconds(30)) { a.role() == "active" }
+            try await b.start()
+            try await waitUntil(timeout: .seconds(30)) { b.role() == "standby" && b.activeHolder() == "agent-a" }
+
+            // SIGSTOP: the process keeps its connection (no will) but renews nothing, as a hung host or a cut
+            // route would: the lease lapses by its silence.
+            let frozenAt = ContinuousClock.now
+            a.process.signal(SIGSTOP)
+            try await waitUntil(timeout: .seconds(60)) { b.role() == "active" }
+            let failover = ContinuousClock.now - frozenAt
+            print("active instance frozen (no will): the standby took over after \(String(format: "%.2f", failover.seconds)) s "
+                  + "(failoverTimeout \(Self.failoverTimeout) s; \(b.takeoverLine()))")
+            #expect(failover < Self.failoverBound, "failover took \(failover)")
+
+            // Thawed, the old active finds its renewals unacknowledged for long and a later holder: it stands by.
+            let thawedAt = ContinuousClock.now
+            a.process.signal(SIGCONT)
+            try await waitUntil(timeout: .seconds(30)) { a.role() == "standby" }
+            print("the frozen instance, thawed, stood by after \(String(format: "%.2f", (ContinuousClock.now - thawedAt).seconds)) s")
+            #expect(b.role() == "active")
+            let answers = try await setting.answers(group: group, method: "health")
+            #expect(answers.count == 1 && answers.first?["data"]?["group"]?["instance"] == "agent-b", "\(answers)")
+            #expect(a.process.log.contains("this instance stands by now"), "\(a.process.log.suffix(2000))")
+        }
+    }
+
     /// The whole story on one broker (or cluster).
     static func scenario(_ setting: GroupSetting, label: String) async throws {
         let directory = try makeTemporaryDirectory("thing-agent-group")

@@ -1,3 +1,4 @@
+import Dispatch
 import JSON
 import MQTT
 import Synchronization
@@ -178,7 +179,7 @@ final class GroupLease: Sendable {
         view.withLock { view -> Decision in
             let others = liveOthers(view, now: now)
             let best = others.max { Self.wins($1, over: $0) }
-            if standing.isActive, let mine = view.mine {
+            if standing.isMarkedActive, let mine = view.mine {
                 if let best, Self.wins(best, over: (instance, mine.since)) {
                     view.mine = nil
                     return .stepDown("\(best.0) holds the lease", holder: best.0)
@@ -190,7 +191,7 @@ final class GroupLease: Sendable {
                 }
                 return .renew(since: mine.since)
             }
-            if standing.isActive {
+            if standing.isMarkedActive {
                 // Active without a lease of its own cannot happen; stand by to be safe.
                 return .stepDown("no lease", holder: best?.0)
             }
@@ -234,16 +235,22 @@ final class GroupLease: Sendable {
                 return false
             }
         }
-        if acknowledged == true {
-            view.withLock { view in
-                if view.mine?.since == since { view.acknowledged = .now }
+        if acknowledged {
+            let mine = view.withLock { view in
+                guard view.mine?.since == since else { return false }
+                view.acknowledged = .now
+                return true
+            }
+            if mine {
+                standing.holds(until: .now() + .nanoseconds(Int(holdWithoutAck.components.seconds * 1_000_000_000
+                    + holdWithoutAck.components.attoseconds / 1_000_000_000)))
             }
         }
     }
 
     /// At a graceful stop: an active instance gives the lease up, so that a standby takes over at once.
     func release(client: MQTTClient) async {
-        guard standing.isActive, let since = view.withLock({ $0.mine?.since }) else { return }
+        guard standing.isMarkedActive, let since = view.withLock({ $0.mine?.since }) else { return }
         standing.set(active: false)
         try? await client.publish(leaseTopic, payload: record(since: since, released: true), qos: .atMostOnce,
                                   retain: true)

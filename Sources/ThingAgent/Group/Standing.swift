@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 import ThingAgentCore
 
@@ -12,6 +13,10 @@ public final class Standing: Sendable {
     /// This instance: its client id.
     public let instance: String
     private let active: Atomic<Bool>
+    /// Uptime (ns) until which the lease is known to hold: its last acknowledged renewal plus the time the active
+    /// one keeps it without another. Past it this instance no longer acts, even before its lease loop noticed (a
+    /// process frozen and thawed, a host that slept).
+    private let validUntil: Atomic<UInt64>
     /// Agent time (ms) this instance became active or standby.
     private let changedAt: Atomic<Int64>
     /// Who holds the lease as far as this instance knows (itself while active), and the members heard.
@@ -34,12 +39,23 @@ public final class Standing: Sendable {
         self.group = group
         self.instance = instance
         active = Atomic(group == nil)
+        validUntil = Atomic(group == nil ? .max : 0)
         changedAt = Atomic(Timestamp.now())
         known.withLock { $0.holder = group == nil ? instance : nil }
     }
 
     /// True while this instance acts for the fleet.
-    public var isActive: Bool { active.load(ordering: .acquiring) }
+    public var isActive: Bool {
+        active.load(ordering: .acquiring) && DispatchTime.now().uptimeNanoseconds < validUntil.load(ordering: .acquiring)
+    }
+
+    /// Whether the lease loop made this instance the active one (its lease may have lapsed since: `isActive`).
+    var isMarkedActive: Bool { active.load(ordering: .acquiring) }
+
+    /// The lease holds until `deadline` (an acknowledged renewal).
+    func holds(until deadline: DispatchTime) {
+        validUntil.store(deadline.uptimeNanoseconds, ordering: .releasing)
+    }
 
     /// "active" or "standby".
     public var role: String { isActive ? "active" : "standby" }
@@ -64,6 +80,7 @@ public final class Standing: Sendable {
     /// Moves this instance to `active` (or standby); false when it already was.
     @discardableResult
     func set(active value: Bool) -> Bool {
+        if !value { validUntil.store(0, ordering: .releasing) }
         guard active.exchange(value, ordering: .acquiringAndReleasing) != value else { return false }
         changedAt.store(Timestamp.now(), ordering: .relaxed)
         if value {

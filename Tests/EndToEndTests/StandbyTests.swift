@@ -7,8 +7,8 @@ import TestSupport
 import ThingAgent
 
 /// Two daemons in one group (`--group-name`), each with its own cache file and client id, as on two hosts: one
-/// active, one standing by. Run against a real mosquitto and against the real three-node NATS cluster (the shipped
-/// deploy/nats files), with the simulated fleet: the active one is killed (SIGKILL) in the middle of a rollout
+/// active, one standing by. Run against a real mosquitto and (in `NATSClusterTests`, below) against the real
+/// three-node NATS cluster (the shipped deploy/nats files), with the simulated fleet: the active one is killed (SIGKILL) in the middle of a rollout
 /// (`ota --product P --latest`) with a link at work, and the standby takes over within `failoverTimeout`; the API is
 /// answered by exactly one instance before and after, an edit made on the active is in the standby's file, and the
 /// old active comes back as a standby. The failover times are printed (docs/operations.md quotes them); the bound
@@ -23,19 +23,6 @@ struct StandbyTests {
         try await withBroker { broker in
             let setting = GroupSetting(brokers: [broker.url], agent: [:], cli: [:], devices: [:])
             try await Self.scenario(setting, label: "mosquitto")
-        }
-    }
-
-    @Test("NATS cluster: the standby takes over within the timeout, the rollout and the link go on, the edit is there, the old active stands by")
-    func onNATSCluster() async throws {
-        try await withNATSCluster { cluster in
-            let passwords = NATSCluster.passwords
-            let setting = GroupSetting(
-                brokers: cluster.mqttURLs,
-                agent: ["--username": "thing-agent", "THING_AGENT_PASSWORD": passwords["thing-agent"]!],
-                cli: ["--username": "thing-agent-cli", "THING_AGENT_PASSWORD": passwords["thing-agent-cli"]!],
-                devices: ["--username": "devices", "THING_AGENT_PASSWORD": passwords["devices"]!])
-            try await Self.scenario(setting, label: "NATS cluster")
         }
     }
 
@@ -186,6 +173,22 @@ struct StandbyTests {
             return "\(id)=\(role)"
         }
         #expect(roles == ["agent-a=standby", "agent-b=active"], "\(shown.stdout)")
+    }
+}
+
+/// On the cluster, in the cluster's suite: its tests run one after the other, never two clusters at once.
+extension NATSClusterTests {
+    @Test("NATS cluster: the standby takes over within the timeout, the rollout and the link go on, the edit is there, the old active stands by")
+    func onNATSCluster() async throws {
+        try await withNATSCluster { cluster in
+            let passwords = NATSCluster.passwords
+            let setting = GroupSetting(
+                brokers: cluster.mqttURLs,
+                agent: ["--username": "thing-agent", "THING_AGENT_PASSWORD": passwords["thing-agent"]!],
+                cli: ["--username": "thing-agent-cli", "THING_AGENT_PASSWORD": passwords["thing-agent-cli"]!],
+                devices: ["--username": "devices", "THING_AGENT_PASSWORD": passwords["devices"]!])
+            try await StandbyTests.scenario(setting, label: "NATS cluster")
+        }
     }
 }
 

@@ -123,7 +123,7 @@ final class GroupLease: Sendable {
                 lapsedAt = nil
             case .claim(let since):
                 if lapsedAt == nil { lapsedAt = now }
-                await publish(client, since: since, renewedOnly: false)
+                await publish(client, since: since)
             case .claiming:
                 break
             case .take(let since):
@@ -133,10 +133,10 @@ final class GroupLease: Sendable {
                 lapsedAt = nil
                 logger.notice("this instance is now the group's active one", metadata: [
                     "group": group, "instance": instance, "tookOver": String(format: "%.3f s", took.seconds)])
-                await publish(client, since: since, renewedOnly: true)
+                await publish(client, since: since)
                 await changed(true)
             case .renew(let since):
-                await publish(client, since: since, renewedOnly: true)
+                await publish(client, since: since)
             case .stepDown(let why, let holder):
                 if standing.set(active: false) {
                     logger.warning("this instance stands by now", metadata: [
@@ -224,7 +224,7 @@ final class GroupLease: Sendable {
     }
 
     /// Publishes this instance's claim or renewal, retained at QoS 1; a renewal's acknowledgement keeps the lease.
-    private func publish(_ client: MQTTClient, since: Int64, renewedOnly: Bool) async {
+    private func publish(_ client: MQTTClient, since: Int64) async {
         let payload = record(since: since)
         let topic = leaseTopic
         let acknowledged = await withTimeout(holdWithoutAck) { () async -> Bool in

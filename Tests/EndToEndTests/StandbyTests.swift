@@ -92,8 +92,15 @@ struct StandbyTests {
             "--signal-interval", "0"] + setting.flags(setting.devices),
             environment: setting.environment(setting.devices), logPath: directory + "/simulate.log")
         defer { simulator.signal(SIGKILL) }
-        let devices = try await b.onlineDevices(count: 4)
-        _ = try await a.onlineDevices(count: 4)
+        // A report in flight to a NATS node comes again after ack_wait (30 s): the standby's wait covers it.
+        let devices: [String]
+        do {
+            devices = try await a.onlineDevices(count: 4, within: .seconds(60))
+            #expect(try await b.onlineDevices(count: 4, within: .seconds(90)) == devices)
+        } catch {
+            Issue.record("\(error)\nsimulator: \(simulator.log.suffix(3000))\nagent-b: \(b.process.log.suffix(3000))")
+            return
+        }
 
         // Before: the API is answered by exactly one instance, the active one.
         let before = try await setting.answers(group: group, method: "health")
@@ -324,8 +331,8 @@ final class GroupInstance: Sendable {
     }
 
     /// The simulated devices, once this instance's file has `count` of them online.
-    func onlineDevices(count: Int) async throws -> [String] {
-        let deadline = ContinuousClock.now + .seconds(60)
+    func onlineDevices(count: Int, within timeout: Duration) async throws -> [String] {
+        let deadline = ContinuousClock.now + timeout
         while true {
             let listed = try await cli(["devices", "--json"])
             let ids = ((try? JSONParser.parse(listed.stdout).arrayValue) ?? []).compactMap { device -> String? in

@@ -80,6 +80,7 @@ public final class GatewayTransferManager: Sendable {
         // started here may move sub-devices.
         do {
             try agent.writer.recordAcceptedTransfer(gateway: deviceId, target: faulty, at: sentAt)
+            agent.replicateTransfer(deviceId)
         } catch {
             throw .notSent(reason: "could not record the transfer in the cache: \(error)")
         }
@@ -89,7 +90,10 @@ public final class GatewayTransferManager: Sendable {
                                         timeout: timeout)
         } catch {
             // A timeout leaves it recorded: the gateway may have started all the same.
-            if !error.isTimeout { agent.writer.forgetAcceptedTransfer(gateway: deviceId, target: faulty) }
+            if !error.isTimeout {
+                agent.writer.forgetAcceptedTransfer(gateway: deviceId, target: faulty)
+                agent.replicateTransfer(deviceId)
+            }
             throw error
         }
         do {

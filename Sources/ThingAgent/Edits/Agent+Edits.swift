@@ -105,6 +105,7 @@ extension Agent {
         try writer.remove(deviceId, now: Timestamp.now())
         // At once rather than at the flusher's next batch: the CLI exits right after.
         try writer.flush()
+        replicate(try records(for: removal))
         // With provisioning, the device's broker client goes too: it can no longer connect, so it cannot come back.
         if let provisioning {
             try await provisioning.access.sync()

@@ -1,5 +1,6 @@
 import JSON
 import MQTT
+import Synchronization
 import ThingAgentCore
 
 /// The request/response API over MQTT (docs/mqtt-api.md, "The API over MQTT").
@@ -9,29 +10,88 @@ import ThingAgentCore
 /// The receive path only hands such a message to this queue (and only after the topic failed to parse as a device
 /// topic); one consumer task answers, so reads never touch SQLite's file lock on the network thread.
 final class APIQueue: Sendable {
-    /// `thing-agent/api/<clientId>/request/`
+    /// `thing-agent/api/<name>/request/`: the daemon's client id, or its group's name (`AgentConfiguration.apiName`).
     let prefix: String
     let stream: AsyncStream<MQTTMessage>
     private let continuation: AsyncStream<MQTTMessage>.Continuation
     let counters: IntegrationCounters
     static let limit = 1024
+    /// Whether this instance answers (a standby of a group holds the requests instead).
+    private let standing: Standing
+    /// In a group: where answers go, heard so that a standby knows which requests the active answered.
+    private let replyPrefix: String?
+    /// A standby's requests not (yet) answered by the active one, by reply topic and id, oldest first: the ones
+    /// still fresh when it takes over are answered then.
+    private let held = Mutex<[(key: String, message: MQTTMessage, arrived: ContinuousClock.Instant)]>([])
+    /// How long a held request stays worth answering (its caller waits about that long).
+    private let holdFor: Duration
 
-    init(clientID: String, counters: IntegrationCounters) {
-        prefix = "thing-agent/api/\(clientID)/request/"
+    init(name: String, counters: IntegrationCounters, standing: Standing = Standing(group: nil, instance: ""),
+         replyPrefix: String? = nil, holdFor: Duration = .seconds(15)) {
+        prefix = "thing-agent/api/\(name)/request/"
         (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingOldest(Self.limit))
         self.counters = counters
+        self.standing = standing
+        self.replyPrefix = standing.group == nil ? nil : replyPrefix
+        self.holdFor = holdFor
     }
 
-    /// The subscription that brings the requests.
-    var filter: String { prefix + "+" }
+    /// The subscriptions that bring the requests (and in a group, the answers the active one sends).
+    var filters: [String] { [prefix + "+"] + (replyPrefix.map { [$0 + "#"] } ?? []) }
 
     /// Called on the receive path for topics outside the device tree: takes API requests, refuses anything else.
     func accept(_ message: MQTTMessage) -> Bool {
-        guard message.topic.hasPrefix(prefix) else { return false }
+        if message.topic.hasPrefix(prefix) {
+            if standing.isActive {
+                enqueue(message)
+            } else {
+                hold(message)
+            }
+            return true
+        }
+        guard let replyPrefix, message.topic.hasPrefix(replyPrefix) else { return false }
+        if !standing.isActive, let key = Self.key(message.topic, message.payload) {
+            held.withLock { held in held.removeAll { $0.key == key } }
+        }
+        return true
+    }
+
+    private func enqueue(_ message: MQTTMessage) {
         if case .dropped = continuation.yield(message) {
             counters.requestsDropped.add(1, ordering: .relaxed)
         }
-        return true
+    }
+
+    /// A request and its answer meet by reply topic and id.
+    private static func key(_ replyTo: String, _ payload: [UInt8]) -> String? {
+        guard payload.count <= PayloadDecoder.maxPayloadBytes,
+              let id = (try? JSONParser.parse(payload, maxDepth: PayloadDecoder.maxDepth))?["id"], !id.isNull else { return nil }
+        return replyTo + "\u{0}" + id.serialized()
+    }
+
+    private func hold(_ message: MQTTMessage) {
+        guard !message.retain else { return }
+        let replyTo = message.responseTopic
+            ?? (try? JSONParser.parse(message.payload, maxDepth: PayloadDecoder.maxDepth))?["replyTo"]?.stringValue
+        guard let replyTo, let key = Self.key(replyTo, message.payload) else { return }
+        held.withLock { held in
+            let now = ContinuousClock.now
+            held.removeAll { now - $0.arrived > holdFor }
+            if held.count >= Self.limit { held.removeFirst() }
+            held.append((key, message, now))
+        }
+    }
+
+    /// This instance took over: the requests it held that the active one did not answer and that are still fresh
+    /// are answered now (a request the lost instance had run but not answered runs again).
+    func release() -> Int {
+        let now = ContinuousClock.now
+        let fresh = held.withLock { held in
+            defer { held.removeAll() }
+            return held.filter { now - $0.arrived <= holdFor }.map(\.message)
+        }
+        fresh.forEach(enqueue)
+        return fresh.count
     }
 
     func finish() {
@@ -147,9 +207,9 @@ struct AgentAPI: Sendable {
                                                         force: call.request["force"]?.boolValue ?? false)
             return .object(outcome.apiJSON)
         },
-        Method("edit", data: { try $0.agent.apiLocalChange("edit", $0.request) }),
-        Method("group", data: { try $0.agent.apiLocalChange("group", $0.request) }),
-        Method("network", data: { try $0.agent.apiLocalChange("network", $0.request) }),
+        Method("edit", data: { try await $0.agent.apiLocalChange("edit", $0.request) }),
+        Method("group", data: { try await $0.agent.apiLocalChange("group", $0.request) }),
+        Method("network", data: { try await $0.agent.apiLocalChange("network", $0.request) }),
         Method("remove", waits: true) { call in
             let (id, _) = try call.known()
             do {
@@ -175,8 +235,8 @@ struct AgentAPI: Sendable {
         Method("transfer", waits: true, data: {
             try await $0.agent.apiDeviceRequest("transfer", $0.request, device: try $0.device())
         }),
-        Method("scenes", data: { try $0.agent.apiLocalChange("scenes", $0.request) }),
-        Method("links", data: { try $0.agent.apiLocalChange("links", $0.request) }),
+        Method("scenes", data: { try await $0.agent.apiLocalChange("scenes", $0.request) }),
+        Method("links", data: { try await $0.agent.apiLocalChange("links", $0.request) }),
         Method("groupSet", waits: true, data: { try await $0.agent.apiGroupSet($0.request) }),
         Method("pair", waits: true, data: { try await $0.agent.apiPairing("pair", $0.request) }),
         Method("pairRevoke", waits: true, data: { try await $0.agent.apiPairing("pairRevoke", $0.request) }),
@@ -339,14 +399,21 @@ struct AgentAPI: Sendable {
 
 extension Agent {
     /// `edit`, `group`, `network`, `scenes`, `links`: a `LocalChange` applied (or the `list` action answered).
-    func apiLocalChange(_ method: String, _ request: JSONObject) throws -> JSONValue {
+    func apiLocalChange(_ method: String, _ request: JSONObject) async throws -> JSONValue {
+        let answer: JSONValue
         do {
             if request["action"]?.stringValue == "list", let listed = try listLocal(method) { return listed }
             guard let change = try LocalChange(method: method, request: request) else { throw APIError(404, method) }
-            return try apply(change)
+            answer = try apply(change)
         } catch let error as EditError {
             throw APIError(error.apiCode, error.description)
         }
+        // In a group the change is answered once the broker has it for the standbys: a takeover never loses it.
+        guard await replicated() else {
+            throw APIError(503, "the change is kept by \(standing.instance) but the broker did not take it for the "
+                           + "group's standbys within \(InputBounds.text(seconds: configuration.requestTimeout.seconds)) s")
+        }
+        return answer
     }
 
     /// The `list` action of `scenes` and `links`: every scene or link (nil for the other methods).

@@ -29,13 +29,14 @@ public final class AgentClient: Sendable {
     /// When this client's requests refused with 429 go again, one after another.
     private let pacer = RetryPacer()
 
-    /// `daemon`: the daemon's client id (default `configuration.clientID`). `replyUser`: the first level of the
+    /// `daemon`: the daemon's client id, or its group's name (default `configuration.apiName`: the group's when
+    /// `agentGroup` is set, else `clientId`). `replyUser`: the first level of the
     /// reply topic under `replyPrefix`, which the shipped ACL lets each user read under its own name (default
     /// `configuration.username`, else `client`). Throws for thing models that do not load or unusable broker
     /// settings; nothing is connected yet.
     public init(configuration: AgentConfiguration, daemon: String? = nil, replyUser: String? = nil) throws {
         self.configuration = configuration
-        self.daemon = daemon ?? configuration.mqtt.clientID
+        self.daemon = daemon ?? configuration.apiName
         models = try configuration.modelsDirectory.map { try ThingModels(directory: $0) } ?? ThingModels()
         let clientID = configuration.commandClientID
         replyTopic = "\(configuration.api.replyPrefix)\(replyUser ?? configuration.mqtt.username ?? "client")/\(clientID)"

@@ -81,9 +81,12 @@ enum EventPublisher {
     /// One at a time, each event waited for its acknowledgement, which the broker sends behind the backlog it is
     /// sending the receive path: during a burst the feed published a few hundred events a second and dropped the
     /// rest. QoS 1 is still held to the broker's in-flight limit (its receive maximum) during a burst.
+    /// In a group, a standby takes its events off the queue and publishes none (`standing`): the active one
+    /// publishes the feed.
     static func run(_ stream: DeviceEventStream, client: MQTTClient, prefix: String, qos: QoS = .atLeastOnce,
-                    counters: IntegrationCounters) async {
+                    counters: IntegrationCounters, standing: Standing = Standing(group: nil, instance: "")) async {
         while let events = await stream.nextBatch(atMost: batchLimit) {
+            guard standing.isActive else { continue }
             // A stop does not wait for the backlog: under a steady stream the queue never runs dry while the
             // receive path still runs, which only ends after this does (found by the SIGTERM-under-load fault
             // test). What is not sent is counted, so that the metrics account for every event.

@@ -101,6 +101,24 @@ extension Agent {
             }
         }
 
+        if let group = standing.group {
+            let labels = [("group", group), ("instance", standing.instance)]
+            out.family("thing_agent_group_active", .gauge,
+                       "1 while this instance is its group's active one (it acts for the fleet), 0 while it stands by.")
+            out.sample("thing_agent_group_active", labels, standing.isActive ? 1 : 0)
+            out.family("thing_agent_group_role_since_seconds", .gauge,
+                       "When this instance took its current role (active or standby), Unix seconds.")
+            out.sample("thing_agent_group_role_since_seconds", labels, Double(standing.since) / 1000)
+            out.single("thing_agent_group_takeovers_total", .counter, "Times this instance took over its group's lease.",
+                       Double(standing.takeoverCount))
+            if let counts = replica?.counts {
+                out.family("thing_agent_group_records_total", .counter,
+                           "Records of the active instance's changes: published here (active), applied here.")
+                out.sample("thing_agent_group_records_total", [("what", "published")], counts.published)
+                out.sample("thing_agent_group_records_total", [("what", "applied")], counts.applied)
+            }
+        }
+
         out.family("thing_agent_build_info", .gauge, "The running version (always 1).")
         out.sample("thing_agent_build_info", [("version", ThingAgentVersion.current)], 1)
         out.single("process_start_time_seconds", .gauge, "Start time of the process since the Unix epoch in seconds.",

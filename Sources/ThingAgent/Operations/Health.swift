@@ -11,6 +11,9 @@ public struct HealthReport: Sendable, Equatable {
     }
 
     public var checks: [Check]
+    /// In a group: its name, this instance, its role and since when, the active one, the members heard
+    /// (`{"name","instance","role","since","active","failoverTimeout","members"}`).
+    public var group: JSONObject?
 
     public var healthy: Bool { checks.allSatisfy(\.ok) }
 
@@ -23,7 +26,9 @@ public struct HealthReport: Sendable, Equatable {
         for check in self.checks {
             checks[check.name] = .object(JSONObject([("ok", .bool(check.ok)), ("detail", .string(check.detail))]))
         }
-        return JSONObject([("status", .string(healthy ? "ok" : "unhealthy")), ("checks", .object(checks))])
+        var object = JSONObject([("status", .string(healthy ? "ok" : "unhealthy")), ("checks", .object(checks))])
+        if let group { object["group"] = .object(group) }
+        return object
     }
 }
 
@@ -59,6 +64,6 @@ extension Agent {
 
     /// Healthy while connected to the broker, the cache's writes to SQLite succeed, and every file works.
     public func health() -> HealthReport {
-        HealthReport(checks: healthChecks.map { $0() })
+        HealthReport(checks: healthChecks.map { $0() }, group: groupJSON)
     }
 }

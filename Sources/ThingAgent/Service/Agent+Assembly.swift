@@ -80,12 +80,12 @@ extension Agent {
     static func makeWatches(_ configuration: AgentConfiguration, role: Role, cache: DeviceCache, local: LocalStore?,
                             upgrades: [OTAUpgrade], writer: CacheWriter, hub: EventHub, topics: Topics,
                             provisioning: Provisioning?, models: CurrentModels, reloadable: ReloadableSettings,
-                            logger: AgentLogger) throws -> Watches {
+                            standing: Standing, replica: GroupReplica?, logger: AgentLogger) throws -> Watches {
         // Only the writer's roles warn, and they keep the warnings in the file so that a restart neither loses nor
         // repeats one.
         let alerts = role.writesCache ? local.map(OfflineAlertStore.init) : nil
         let offline = OfflineWatch(grace: configuration.offlineGracePeriod, hub: hub, store: alerts,
-                                   logger: logger) { device in local?.offlineWarningEnabled(device) ?? true }
+                                   logger: logger, standing: standing) { device in local?.offlineWarningEnabled(device) ?? true }
         let transfer = TransferWatch(stallTimeout: configuration.transferStallTimeout, writer: writer,
                                      topics: topics, logger: logger)
         let ota = OTAWatch(stallTimeout: configuration.otaStallTimeout, writer: writer, logger: logger)
@@ -97,6 +97,8 @@ extension Agent {
         if let provisioning { writer.watches.add(AccessWatch(provisioning: provisioning)) }
         writer.watches.add(transfer)
         writer.watches.add(ota)
+        // In a group, the active instance's upgrades and transfers go to the standbys.
+        if let replica { writer.watches.add(ReplicaWatch(replica: replica, standing: standing, writer: writer)) }
         writer.upgrades.load(upgrades)
         ota.watchCached(upgrades, now: Timestamp.now())
         if let local {

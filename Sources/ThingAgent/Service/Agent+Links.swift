@@ -21,6 +21,8 @@ extension Agent {
         case .createLink, .deleteLink: linkEngine.load(try local.links())
         default: break
         }
+        // In a group, the change goes to the standbys (the API waits until the broker has it: `replicated`).
+        replicate(try records(for: change))
         return answer
     }
 

@@ -22,6 +22,7 @@ extension Agent {
         case .reconnecting(let reason): "reconnecting to \(url) (\(reason))"
         case .stopped: "disconnected"
         }
-        return "\(cache.count) devices; broker \(broker)"
+        let line = "\(cache.count) devices; broker \(broker)"
+        return groupStatus.map { "\(line); \($0)" } ?? line
     }
 }

@@ -79,6 +79,13 @@ public final class Agent: Sendable {
     public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
     /// Pairings, activations and broker access; nil unless the daemon runs with `provisioning` on.
     let provisioning: Provisioning?
+    /// Whether this instance acts for the fleet now: always, unless it is a daemon of a group (`agentGroup`)
+    /// standing by. Every acting part asks it.
+    public let standing: Standing
+    /// The group's lease and the records that carry the active instance's writes to the standbys; nil without
+    /// `agentGroup` (and for the CLI's roles).
+    let lease: GroupLease?
+    let replica: GroupReplica?
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     /// `lockCache` (on by default) takes `CacheLock` on the file before anything writes it, as the daemon does, and
@@ -118,24 +125,39 @@ public final class Agent: Sendable {
                                      models: currentModels, logger: logger)
         tracker = RequestTracker(limit: configuration.maxInFlight, ownerLimit: configuration.api.maxInFlightPerClient)
         integration = IntegrationCounters()
+        let group = role.speaksForTheFleet ? configuration.group.name : nil
+        let standing = Standing(group: group, instance: configuration.mqtt.clientID)
+        self.standing = standing
+        let lease = group.map { GroupLease(group: $0, instance: configuration.mqtt.clientID,
+                                           timeout: configuration.group.failoverTimeout, standing: standing,
+                                           logger: logger) }
+        let replica = group.map { GroupReplica(group: $0, instance: configuration.mqtt.clientID, logger: logger) }
+        (self.lease, self.replica) = (lease, replica)
         let apiQueue = role.speaksForTheFleet && configuration.api.enabled
-            ? APIQueue(clientID: configuration.mqtt.clientID, counters: integration) : nil
+            ? APIQueue(name: configuration.apiName, counters: integration, standing: standing,
+                       replyPrefix: configuration.api.replyPrefix,
+                       holdFor: configuration.requestTimeout + AgentClient.answerSlack) : nil
         // The daemon alone: a stand-in's removal leaves the broker credentials to the daemon's next start.
         let provisioning = role.speaksForTheFleet && configuration.provisioning.enabled
             ? try Self.makeProvisioning(configuration, cache: cache, logger: logger) : nil
         (self.apiQueue, self.provisioning) = (apiQueue, provisioning)
         let watches = try Self.makeWatches(configuration, role: role, cache: cache, local: local, upgrades: upgrades,
                                            writer: writer, hub: events, topics: topics, provisioning: provisioning,
-                                           models: currentModels, reloadable: settings, logger: logger)
+                                           models: currentModels, reloadable: settings, standing: standing,
+                                           replica: replica, logger: logger)
         (offlineWatch, transferWatch, otaWatch, linkEngine) = (watches.offline, watches.transfer, watches.ota,
                                                                watches.links)
         // Topics outside the device tree go to the API's queue or the activations' (nowhere for the other roles).
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
-        if apiQueue != nil || provisioning != nil {
-            elsewhere = { (apiQueue?.accept($0) ?? false) || (provisioning?.accept($0) ?? false) }
+        if apiQueue != nil || provisioning != nil || lease != nil {
+            elsewhere = { message in
+                (apiQueue?.accept(message) ?? false) || (provisioning?.accept(message) ?? false)
+                    || (lease?.accept(message) ?? false) || (replica?.accept(message) ?? false)
+            }
         }
-        // The answers the dialects owe devices go out from the daemon alone (the native dialect owes none).
-        let replies = role.speaksForTheFleet && !dialects.others.isEmpty ? ReplySender() : nil
+        // The answers the dialects owe devices go out from the daemon alone (the native dialect owes none), and in a
+        // group from the active instance alone.
+        let replies = role.speaksForTheFleet && !dialects.others.isEmpty ? ReplySender(standing: standing) : nil
         let ingestor = Ingestor(dialects: dialects, writer: writer, tracker: tracker, logger: logger,
                                 elsewhere: elsewhere, replies: replies, limits: IngestLimits(configuration))
         self.ingestor = ingestor
@@ -144,7 +166,7 @@ public final class Agent: Sendable {
                                    logger: logger)
         try Self.replayJournal(role: role, writer: writer, ingestor: ingestor, watches: watches, report: report,
                                logger: logger, shouldStop: shouldStop)
-        let mqtt = Self.mqttConfiguration(configuration, daemon: role.speaksForTheFleet)
+        let mqtt = Self.mqttConfiguration(configuration, daemon: role.speaksForTheFleet, standing: standing)
         let connectionLog = ConnectionLog(brokers: configuration.mqtt.brokers, autoVersion: mqtt.protocolVersion == .auto,
                                           clientID: mqtt.clientID, logger: logger, quiet: !role.speaksForTheFleet)
         self.connectionLog = connectionLog
@@ -194,7 +216,9 @@ public final class Agent: Sendable {
         try await client.connect()
         let filters = dialects.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
         let activations = provisioning.map { _ in [(topics.activations, QoS.atLeastOnce)] } ?? []
-        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []) + activations)
+        let api = apiQueue.map { queue in queue.filters.enumerated().map { ($1, $0 == 0 ? QoS.atLeastOnce : .atMostOnce) } } ?? []
+        let group = (lease?.filters ?? []).map { ($0, QoS.atLeastOnce) } + (replica.map { [($0.filter, .atLeastOnce)] } ?? [])
+        try await client.subscribe(filters + api + activations + group)
         readiness.subscribed()
         if role.speaksForTheFleet {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
@@ -254,9 +278,10 @@ public final class Agent: Sendable {
             parts.append(Part(name: "event feed") {
                 await EventPublisher.run(feed, client: self.client, prefix: self.configuration.events.topic,
                                          qos: QoS(rawValue: self.configuration.events.qos) ?? .atLeastOnce,
-                                         counters: self.integration)
+                                         counters: self.integration, standing: self.standing)
             })
         }
+        parts += groupParts()
         if let apiQueue { parts.append(Part(name: "API") { await AgentAPI(agent: self, queue: apiQueue).run() }) }
         return parts
     }
@@ -268,8 +293,8 @@ public final class Agent: Sendable {
         var parts: [Part] = []
         if role.writesCache {
             parts.append(Part(name: "offline warnings") { await self.offlineWatch.run() })
-            parts.append(Part(name: "transfer stalls") { await self.transferWatch.run() })
-            parts.append(Part(name: "upgrade stalls") { await self.otaWatch.run() })
+            parts.append(Part(name: "transfer stalls") { await self.transferWatch.run(self.standing) })
+            parts.append(Part(name: "upgrade stalls") { await self.otaWatch.run(self.standing) })
         }
         if role.speaksForTheFleet { parts.append(Part(name: "links") { await self.linkEngine.run(self) }) }
         if let provisioning {
@@ -329,13 +354,15 @@ public final class Agent: Sendable {
     package func stop() async {
         linkEngine.stop()
         ingestor.stopWaiting()
+        if let lease, client.state == .connected { await lease.release(client: client) }
+        replica?.finish()
         if role.speaksForTheFleet, client.state == .connected {
             // At QoS 0: a QoS 1 publish waits in the library while its in-flight window is full (the event feed's
             // publishes, acknowledged behind a backlog of messages to the agent), and the DISCONNECT queued after
             // it then closes the connection before it was ever sent. A QoS 0 one is queued at once, so it goes out
             // before the DISCONNECT, and nothing waits for the broker; should the connection break before that,
             // the will says the same.
-            try? await client.publish(configuration.announceTopic, payload: Self.announcement(online: false),
+            try? await client.publish(configuration.announceTopic, payload: Self.announcement(online: false, standing),
                                       qos: .atMostOnce, retain: true)
         }
         await client.disconnect()
@@ -479,26 +506,35 @@ public final class Agent: Sendable {
 
     // MARK: helpers
 
-    static func announcement(online: Bool) -> [UInt8] {
-        JSONValue.object(JSONObject([
-            ("status", .string(online ? "online" : "offline")), ("time", .integer(Timestamp.now())),
-        ])).serializedBytes()
+    /// `{"status":"online"|"offline","time":...}`, and in a group its name, and while online the instance's role
+    /// (`active`, `standby`) and since when (`thing-agent status` reads them).
+    static func announcement(online: Bool, _ standing: Standing? = nil) -> [UInt8] {
+        var object = JSONObject([("status", .string(online ? "online" : "offline")), ("time", .integer(Timestamp.now()))])
+        if let standing, let group = standing.group {
+            object["group"] = .string(group)
+            if online {
+                object["role"] = .string(standing.role)
+                object["since"] = .integer(standing.since)
+            }
+        }
+        return JSONValue.object(object).serializedBytes()
     }
 
     /// The daemon's connection (`daemon`: its client id, persistent session, will and birth), or a command's.
-    static func mqttConfiguration(_ config: AgentConfiguration, daemon: Bool) -> MQTTConfiguration {
+    static func mqttConfiguration(_ config: AgentConfiguration, daemon: Bool,
+                                  standing: Standing? = nil) -> MQTTConfiguration {
         let clientID = daemon ? config.mqtt.clientID : config.commandClientID
         var mqtt = config.mqtt.connection(clientID: clientID)
         let persistent = daemon && config.mqtt.persistentSession
         mqtt.cleanSession = !persistent
         if persistent, mqtt.protocolVersion != .v311 { mqtt.sessionExpiry = UInt32(config.mqtt.sessionExpiry) }
         if daemon {
-            mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false),
+            mqtt.will = MQTTWill(topic: config.announceTopic, payload: announcement(online: false, standing),
                                  qos: .atLeastOnce, retain: true)
             // After every connect and reconnect, before anything else: the will (or a broker restart without
             // persistence) left the retained status offline or empty while the agent works again.
             mqtt.birth = MQTTBirth(topic: config.announceTopic, qos: .atLeastOnce, retain: true) {
-                announcement(online: true)
+                announcement(online: true, standing)
             }
         }
         return mqtt

@@ -16,6 +16,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var events = Events()
     /// Access management through mosquitto's dynamic-security plugin.
     public var provisioning = Provisioning()
+    /// Instances on several hosts of which one acts and the others stand by (docs/operations.md, "Two hosts").
+    public var group = Group()
 
     /// The first level of the device topics (`<topicRoot>/<D>/...`).
     public var topicRoot = "things"
@@ -170,6 +172,30 @@ public struct AgentConfiguration: Sendable, Equatable {
         public init() {}
     }
 
+    /// Standby instances: two or more daemons, each on its own host with its own cache file and client id, in one
+    /// group (keys `agentGroup`, `failoverTimeout`). Every instance keeps the whole cache; only the active one acts,
+    /// holding a lease through the broker, and a standby takes over when the lease lapses.
+    public struct Group: Sendable, Equatable {
+        /// The group's name; nil (the default): no group, this agent alone acts. Letters, digits, `-` and `_`.
+        public var name: String?
+        /// How long after the active instance is lost (killed, its host gone, its connection cut) a standby has
+        /// taken over.
+        public var failoverTimeout: Duration = .seconds(5)
+
+        public init() {}
+
+        /// Whether `name` can name a group: it is a topic level (NATS takes no `.` or space in one).
+        public static func isValidName(_ name: String) -> Bool {
+            !name.isEmpty && name.utf8.count <= 64
+                && name.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)
+                    || $0 == "-" || $0 == "_") }
+        }
+    }
+
+    /// The name the daemon's API is addressed by: the group's when there is one (whichever instance is active
+    /// answers), else the daemon's client id.
+    public var apiName: String { group.name ?? mqtt.clientID }
+
     /// The retained topic on which the agent announces itself (online) and its will (offline).
     public var announceTopic: String { "thing-agent/agents/\(mqtt.clientID)/status" }
 
@@ -321,6 +347,20 @@ public struct AgentConfiguration: Sendable, Equatable {
             c.provisioning.serviceUsers = names
             return true
         }),
+        ("agentGroup", "THING_AGENT_GROUP", { c, v in
+            if v.isNull || v.stringValue == "" {
+                c.group.name = nil
+                return true
+            }
+            guard let name = v.stringValue, Group.isValidName(name) else { return false }
+            c.group.name = name
+            return true
+        }),
+        ("failoverTimeout", "THING_AGENT_FAILOVER_TIMEOUT", { c, v in
+            guard let d = v.doubleValue, d >= 1, d <= 600 else { return false }
+            c.group.failoverTimeout = .milliseconds(Int64((d * 1000).rounded()))
+            return true
+        }),
         ("detailConfig", "THING_AGENT_DETAIL_CONFIG", { c, v in setOptional(&c.detailConfig, v) }),
         ("logLevel", "THING_AGENT_LOG_LEVEL", { c, v in
             guard let level = v.stringValue.flatMap(AgentLogger.Level.init(name:)) else { return false }
@@ -365,6 +405,11 @@ public struct AgentConfiguration: Sendable, Equatable {
             throw Error(.setting, "trustForeignTransfers and provisioning cannot both be on: with provisioning a "
                         + "finished replacement also moves the sub-devices' broker access, so only a transfer "
                         + "started through this agent may move them (set trustForeignTransfers to false)")
+        }
+        if group.name != nil && provisioning.enabled {
+            throw Error(.setting, key: "agentGroup", "agentGroup and provisioning cannot both be on: pairings, "
+                        + "activations and the broker's access are kept by one agent alone (turn provisioning off, or "
+                        + "run one agent without agentGroup)")
         }
     }
 

@@ -194,7 +194,10 @@ final class LinkEngine: Sendable {
     func changed(_ changes: AppliedChanges, on device: String) {
         guard hasLinks.load(ordering: .acquiring) else { return }
         if let old = changes.replacedGateway { replaced(old, by: device) }
-        guard !changes.properties.isEmpty, let agent = sender.withLock({ $0.agent }) else { return }
+        // In a group, only the active instance propagates (a standby hears the same changes and keeps still).
+        guard !changes.properties.isEmpty, let agent = sender.withLock({ $0.agent }), agent.standing.isActive else {
+            return
+        }
         for change in changes.properties {
             let member = DeviceLink.Member(deviceId: device, code: change.code)
             // A repeat of the cached value (20.0 after 20 too) is no change, but may still be an echo.

@@ -62,7 +62,8 @@ final class OTAWatch: CacheWatch {
     }
 
     /// Checks for stalls until cancelled.
-    func run() async {
-        await runStallChecks(timeout: stallTimeout) { failStalled(now: $0) }
+    /// A standby of a group gives no verdict (`standing`): the active one's reaches it as a record.
+    func run(_ standing: Standing) async {
+        await runStallChecks(timeout: stallTimeout) { if standing.isActive { failStalled(now: $0) } }
     }
 }

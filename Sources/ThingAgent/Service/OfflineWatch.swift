@@ -28,9 +28,14 @@ final class OfflineWatch: Sendable {
 
     /// Asked (off the receive path, when a warning is due) whether the device's offline-warning switch is on.
     private let isEnabled: @Sendable (String) -> Bool
+    /// Warnings are given by the active instance of a group alone; a standby keeps the episodes and warns about
+    /// those still due once it takes over.
+    private let standing: Standing
 
     init(grace: Duration, hub: EventHub, store: OfflineAlertStore? = nil, logger: AgentLogger = .disabled,
+         standing: Standing = Standing(group: nil, instance: ""),
          isEnabled: @escaping @Sendable (String) -> Bool = { _ in true }) {
+        self.standing = standing
         self.grace = grace
         self.hub = hub
         self.store = store
@@ -108,7 +113,7 @@ final class OfflineWatch: Sendable {
         let graceMillis = Int64(grace.seconds * 1000)
         let tick = Duration.milliseconds(min(1000, max(20, graceMillis / 10)))
         while !Task.isCancelled {
-            warnDue(now: Timestamp.now(), graceMillis: graceMillis)
+            if standing.isActive { warnDue(now: Timestamp.now(), graceMillis: graceMillis) }
             try? await Task.sleep(for: tick)
         }
         save()

@@ -16,6 +16,12 @@ final class ReplySender: Sendable {
     }
 
     private let target = Mutex(Target())
+    /// In a group, only the active instance answers: a device must get each reply once.
+    private let standing: Standing
+
+    init(standing: Standing) {
+        self.standing = standing
+    }
 
     func use(_ client: MQTTClient, agent: Agent) {
         target.withLock {
@@ -26,7 +32,7 @@ final class ReplySender: Sendable {
 
     /// Answers a device's question (`InboundMessage.query`) from the agent's firmware catalog or cache.
     func answer(_ query: DeviceQuery, from device: String, in dialect: any Dialect) {
-        guard let agent = target.withLock({ $0.agent }) else { return }
+        guard standing.isActive, let agent = target.withLock({ $0.agent }) else { return }
         let known: QueryAnswer
         switch query.kind {
         case .firmware:
@@ -40,7 +46,7 @@ final class ReplySender: Sendable {
     }
 
     func send(_ message: OutboundMessage) {
-        guard let client = target.withLock({ $0.client }) else { return }
+        guard standing.isActive, let client = target.withLock({ $0.client }) else { return }
         try? client.publishFromHandler(message.topic, payload: message.payload)
     }
 }

@@ -108,7 +108,7 @@ extension CacheWriter {
     }
 
     /// The device's current upgrade after `body` made its change (nil from `body`: no change).
-    private func changeUpgrade(_ device: String, _ body: (OTAUpgrade?) throws -> OTAUpgrade?) throws -> OTAUpgrade? {
+    func changeUpgrade(_ device: String, _ body: (OTAUpgrade?) throws -> OTAUpgrade?) throws -> OTAUpgrade? {
         let (current, changed) = try upgrades.change(device, persist: { next in
             try store.withLock { store in
                 guard let store else { return }

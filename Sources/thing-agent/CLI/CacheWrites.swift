@@ -18,10 +18,13 @@ enum CacheWriteAccess {
             do {
                 return .here(try CacheLock(cache: configuration.cache.database, holder: .command(command)))
             } catch let held as CacheLock.Held {
-                if let owner = held.owner { return .daemon(clientID: owner) }
+                // In a group, the group's active instance answers, whichever host it is on.
+                if let owner = held.owner { return .daemon(clientID: configuration.group.name ?? owner) }
                 if clock.now >= deadline {
                     // Still no pid of the holder's own in the file: a daemon whose pids this process cannot see.
-                    if case .daemon(let clientID)? = held.written, held.heldBy == nil { return .daemon(clientID: clientID) }
+                    if case .daemon(let clientID)? = held.written, held.heldBy == nil {
+                        return .daemon(clientID: configuration.group.name ?? clientID)
+                    }
                     throw CommandFailure(code: .failure, message: held.description)
                 }
                 try await Task.sleep(for: .milliseconds(20))

@@ -7,7 +7,7 @@ enum CommandList {
         DetailCommand.self, EditCommand.self, RemoveCommand.self, GroupCommand.self, LinkCommand.self,
         NetworkCommand.self,
         PairCommand.self,
-        StatsCommand.self,
+        StatsCommand.self, StatusCommand.self,
         CompletionCommand.self, ManPageCommand.self,
         VersionCommand.self,
     ]

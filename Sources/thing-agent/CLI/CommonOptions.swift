@@ -13,6 +13,7 @@ enum CommonOptions {
         ("username", "username", "NAME", "broker user name"),
         ("password", "password", "SECRET", "broker password (prefer THING_AGENT_PASSWORD)"),
         ("client-id", "clientId", "ID", "MQTT client id"),
+        ("group-name", "agentGroup", "NAME", "the agent group: its active instance answers (standby daemons on other hosts)"),
         ("ca-file", "caFile", "FILE", "CA certificate for TLS"),
         ("cert-file", "certFile", "FILE", "client certificate for TLS"),
         ("key-file", "keyFile", "FILE", "client key for TLS"),

@@ -13,6 +13,9 @@ enum RunCommand: Command {
             OptionSpec(name: "metrics", valueName: "HOST:PORT",
                        help: "serve Prometheus metrics (GET /metrics) and health (GET /health) here "
                            + "(also metricsAddress, THING_AGENT_METRICS; off by default)"),
+            OptionSpec(name: "failover-timeout", valueName: "S",
+                       help: "with --group-name: seconds within which a standby takes over from a lost active "
+                           + "instance (also failoverTimeout, THING_AGENT_FAILOVER_TIMEOUT; default 5)"),
         ],
         discussion: """
             Connects to the broker with a persistent session, announces itself (retained) on
@@ -25,6 +28,10 @@ enum RunCommand: Command {
             Under systemd (Type=notify) it reports READY=1, STATUS=, STOPPING=1 and feeds the watchdog.
             With --metrics HOST:PORT it serves Prometheus metrics at /metrics and a health check at /health
             (200 while connected to the broker and writing to SQLite, 503 otherwise).
+            With --group-name G (agentGroup) it is one instance of a group of daemons on several hosts, each with
+            its own cache file and client id: every instance keeps the whole cache, one is active (it answers
+            the API and acts for the fleet) and the others stand by; a standby takes over within
+            --failover-timeout seconds once the active one is lost. thing-agent status says which is which.
             """)
 
     static func run(_ arguments: ParsedArguments) async throws -> ExitCode {
@@ -34,6 +41,13 @@ enum RunCommand: Command {
                 try configuration.apply(key: "metricsAddress", text: metrics, source: "--metrics")
             } catch {
                 throw CommandFailure(code: .usage, message: "\(error.description) (expected HOST:PORT, e.g. 127.0.0.1:9464)")
+            }
+        }
+        if let timeout = arguments.value("failover-timeout") {
+            do {
+                try configuration.apply(key: "failoverTimeout", text: timeout, source: "--failover-timeout")
+            } catch {
+                throw CommandFailure(code: .usage, message: "\(error.description) (seconds, 1 to 600)")
             }
         }
         let logger = CommonOptions.logger(configuration)

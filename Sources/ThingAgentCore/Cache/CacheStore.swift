@@ -65,23 +65,25 @@ final package class CacheStore {
         }
         for code in codes {
             guard let property = device.properties[code] else { continue }
-            try upsertProperty.bind(device.id, at: 1)
-            try upsertProperty.bind(code, at: 2)
-            try upsertProperty.bind(property.value.serialized(), at: 3)
-            try upsertProperty.bind(property.time, at: 4)
-            try upsertProperty.run()
+            try upsert(upsertProperty, device.id, code, property.value, time: property.time)
         }
         if transfer, let info = device.transfer {
             try writeTransfer(info)
         }
         for name in names {
             guard let event = device.events[name] else { continue }
-            try upsertEvent.bind(device.id, at: 1)
-            try upsertEvent.bind(name, at: 2)
-            try upsertEvent.bind(event.params.serialized(), at: 3)
-            try upsertEvent.bind(event.time, at: 4)
-            try upsertEvent.run()
+            try upsert(upsertEvent, device.id, name, event.params, time: event.time)
         }
+    }
+
+    /// One keyed value of a device (a property, an event's parameters) as JSON text, with its time.
+    private func upsert(_ statement: Statement, _ device: String, _ key: String, _ value: JSONValue,
+                        time: Millis) throws {
+        try statement.bind(device, at: 1)
+        try statement.bind(key, at: 2)
+        try statement.bind(value.serialized(), at: 3)
+        try statement.bind(time, at: 4)
+        try statement.run()
     }
 
     /// Where the journal stands in SQLite: its generation and the offset up to which its records are applied.

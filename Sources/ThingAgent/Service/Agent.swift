@@ -79,6 +79,9 @@ public final class Agent: Sendable {
     public var detailConfig: DetailConfig { reloadable.withLock { $0.detailConfig } }
     /// Pairings, activations and broker access; nil unless the daemon runs with `provisioning` on.
     let provisioning: Provisioning?
+    /// Home Assistant's discovery, states and commands: the daemon's (with `homeAssistant` off it only takes
+    /// back what an earlier run published); nil for the other roles.
+    let homeAssistant: HomeAssistantPublisher?
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     /// `lockCache` (on by default) takes `CacheLock` on the file before anything writes it, as the daemon does, and
@@ -129,10 +132,20 @@ public final class Agent: Sendable {
                                            models: currentModels, reloadable: settings, logger: logger)
         (offlineWatch, transferWatch, otaWatch, linkEngine) = (watches.offline, watches.transfer, watches.ota,
                                                                watches.links)
-        // Topics outside the device tree go to the API's queue or the activations' (nowhere for the other roles).
+        let homeAssistant = role.speaksForTheFleet && local != nil
+            ? HomeAssistantPublisher(settings: configuration.homeAssistant, agentStatus: configuration.announceTopic,
+                                     logger: logger) : nil
+        self.homeAssistant = homeAssistant
+        // It hears the writer's change feed, after the watches that decide anything.
+        let commands = configuration.homeAssistant.enabled ? homeAssistant : nil
+        if let commands { writer.watches.add(commands) }
+        // Topics outside the device tree go to the API's queue, the activations' or Home Assistant's (nowhere for
+        // the other roles).
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
-        if apiQueue != nil || provisioning != nil {
-            elsewhere = { (apiQueue?.accept($0) ?? false) || (provisioning?.accept($0) ?? false) }
+        if apiQueue != nil || provisioning != nil || commands != nil {
+            elsewhere = {
+                (apiQueue?.accept($0) ?? false) || (provisioning?.accept($0) ?? false) || (commands?.accept($0) ?? false)
+            }
         }
         // The answers the dialects owe devices go out from the daemon alone (the native dialect owes none).
         let replies = role.speaksForTheFleet && !dialects.others.isEmpty ? ReplySender() : nil
@@ -194,7 +207,10 @@ public final class Agent: Sendable {
         try await client.connect()
         let filters = dialects.subscriptions.map { ($0.filter, QoS(rawValue: $0.qos) ?? .atLeastOnce) }
         let activations = provisioning.map { _ in [(topics.activations, QoS.atLeastOnce)] } ?? []
-        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []) + activations)
+        let homeAssistant = configuration.homeAssistant.enabled
+            ? (self.homeAssistant?.topics.subscriptions ?? []).map { ($0, QoS.atLeastOnce) } : []
+        try await client.subscribe(filters + (apiQueue.map { [($0.filter, QoS.atLeastOnce)] } ?? []) + activations
+                                   + homeAssistant)
         readiness.subscribed()
         if role.speaksForTheFleet {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
@@ -258,6 +274,7 @@ public final class Agent: Sendable {
             })
         }
         if let apiQueue { parts.append(Part(name: "API") { await AgentAPI(agent: self, queue: apiQueue).run() }) }
+        if let homeAssistant { parts.append(Part(name: "Home Assistant") { await homeAssistant.run(self) }) }
         return parts
     }
 

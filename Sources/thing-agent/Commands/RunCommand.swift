@@ -13,6 +13,9 @@ enum RunCommand: Command {
             OptionSpec(name: "metrics", valueName: "HOST:PORT",
                        help: "serve Prometheus metrics (GET /metrics) and health (GET /health) here "
                            + "(also metricsAddress, THING_AGENT_METRICS; off by default)"),
+            OptionSpec(name: "home-assistant", valueName: nil,
+                       help: "publish Home Assistant MQTT discovery for the fleet and take its commands "
+                           + "(also homeAssistant, THING_AGENT_HOME_ASSISTANT; off by default)"),
         ],
         discussion: """
             Connects to the broker with a persistent session, announces itself (retained) on
@@ -34,6 +37,14 @@ enum RunCommand: Command {
                 try configuration.apply(key: "metricsAddress", text: metrics, source: "--metrics")
             } catch {
                 throw CommandFailure(code: .usage, message: "\(error.description) (expected HOST:PORT, e.g. 127.0.0.1:9464)")
+            }
+        }
+        if arguments.has("home-assistant") {
+            configuration.homeAssistant.enabled = true
+            do {
+                try configuration.checkCombinations()
+            } catch {
+                throw CommandFailure(code: .usage, message: error.description)
             }
         }
         let logger = CommonOptions.logger(configuration)

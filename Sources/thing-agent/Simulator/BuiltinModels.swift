@@ -23,18 +23,18 @@ enum BuiltinModels {
 
     static let files: [String: String] = [
         light: """
-            {"productId":"p-light-1","properties":[
+            {"productId":"p-light-1","name":"Demo light","manufacturer":"thing-agent simulator","properties":[
               {"code":"switch_1","type":"bool","access":"rw"},
               {"code":"bright_value","type":"value","min":10,"max":1000,"step":1,"access":"rw"},
               {"code":"mode","type":"enum","range":["white","colour","scene"],"access":"rw"},
-              {"code":"temp_current","type":"value","min":-200,"max":1000,"access":"ro"},
+              {"code":"temp_current","type":"value","min":-200,"max":1000,"scale":1,"unit":"°C","access":"ro"},
               {"code":"label","type":"string","maxlen":32,"access":"rw"}],
              "actions":[
               {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
                "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}
             """,
         gateway: """
-            {"productId":"p-gateway-1","properties":[
+            {"productId":"p-gateway-1","name":"Demo gateway","manufacturer":"thing-agent simulator","properties":[
               {"code":"permit_join","type":"value","min":0,"max":254,"step":1,"access":"wo"},
               {"code":"alarm_volume","type":"enum","range":["mute","low","middle","high"],"access":"rw"},
               {"code":"led_switch","type":"bool","access":"rw"},
@@ -46,11 +46,11 @@ enum BuiltinModels {
                "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}
             """,
         sensor: """
-            {"productId":"p-sensor-1","properties":[
-              {"code":"temp_current","type":"value","min":-400,"max":800,"access":"ro"},
-              {"code":"humidity_value","type":"value","min":0,"max":100,"access":"ro"},
-              {"code":"battery_percentage","type":"value","min":0,"max":100,"access":"ro"},
-              {"code":"report_period","type":"value","min":10,"max":3600,"step":10,"access":"rw"}],
+            {"productId":"p-sensor-1","name":"Demo sensor","manufacturer":"thing-agent simulator","properties":[
+              {"code":"temp_current","type":"value","min":-400,"max":800,"scale":1,"unit":"°C","access":"ro"},
+              {"code":"humidity_value","type":"value","min":0,"max":100,"unit":"%","access":"ro"},
+              {"code":"battery_percentage","type":"value","min":0,"max":100,"unit":"%","access":"ro"},
+              {"code":"report_period","type":"value","min":10,"max":3600,"step":10,"unit":"s","access":"rw"}],
              "actions":[
               {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
                "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}]}

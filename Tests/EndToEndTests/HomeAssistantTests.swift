@@ -143,6 +143,14 @@ struct HomeAssistantTests {
         }
         print("rename → Home Assistant's device name: \(Self.elapsed(started))")
         #expect(view.entity(light, "~light")?["entity_id"]?.stringValue == lightEntity, "the entity keeps its id")
+        // Its device page as Home Assistant's frontend shows it, in headless Chromium (docs/home-assistant.md's
+        // screenshot is made the same way).
+        let page = harness.directory + "/device.png"
+        let haDevice = try #require(view.device(light)?["id"]?.stringValue)
+        try await ha.helper(["screenshot", ha.directory, "--port", "\(ha.port)", "/config/devices/device/\(haDevice)", page,
+                             "--wait-ms", "15000"], timeout: .seconds(180))
+        let png = try #require(FileManager.default.contents(atPath: page))
+        #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && png.count > 20_000, "\(png.count) bytes")
 
         // 5. Availability: a device that goes offline is unavailable, and available again when it returns.
         let plug = try SimulatedDevice("plug-ha", brokerURL: broker.url)

@@ -118,7 +118,7 @@ extension Agent {
         currentModels.use(next.models)
         // Models, catalog and scenes shape what Home Assistant is given: every device is looked at again (only
         // what changed is published).
-        if configuration.homeAssistant.enabled { homeAssistant?.markAll(cache.all().map(\.id), force: false) }
+        if self.configuration.homeAssistant.enabled { homeAssistant?.markAll(cache.all().map(\.id), force: false) }
         return report
     }
 }

@@ -123,7 +123,7 @@ struct HomeAssistantTests {
         #expect(refusals[0].topic == "thing-agent/events/\(sensor)/command", "\(refusals[0].topic)")
         #expect(refusal["data"]?["outcome"] == "invalid" && refusal["data"]?["source"] == "homeAssistant"
                 && refusal["data"]?["message"]?.stringValue?.contains("off the step 10") == true, "\(refusal)")
-        let malformed = try await SimulatedDevice("probe", brokerURL: broker.url)
+        let malformed = try SimulatedDevice("probe", brokerURL: broker.url)
         try await malformed.connect()
         for payload in ["not json", #"{"number:report_period":"lots"}"#, #"{"no-such-entity":1}"#, "[1,2]", "{}"] {
             try await malformed.client.publish("thing-agent/ha/\(sensor)/set", payload: Array(payload.utf8), qos: .atLeastOnce)
@@ -193,8 +193,9 @@ struct HomeAssistantTests {
                 && view.state(lightEntity)?["state"] == "on"
         }
         // The same entities with the same ids (a device may have reported more since: its firmware, say).
-        #expect(Set(before.entities.compactMap { $0["entity_id"]?.stringValue })
-                .isSubset(of: Set(view.entities.compactMap { $0["entity_id"]?.stringValue })))
+        let entitiesBefore: Set<String> = Set(before.entities.compactMap { $0["entity_id"]?.stringValue })
+        let entitiesAfter: Set<String> = Set(view.entities.compactMap { $0["entity_id"]?.stringValue })
+        #expect(entitiesBefore.isSubset(of: entitiesAfter), "\(entitiesBefore.subtracting(entitiesAfter))")
         try await waitUntil(timeout: .seconds(20)) {
             harness.daemon?.log.contains("Home Assistant is back") == true
         }

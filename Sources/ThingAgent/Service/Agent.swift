@@ -175,6 +175,13 @@ public final class Agent: Sendable {
         replies?.use(client, agent: self)
     }
 
+    /// Home Assistant's publisher: messages published, and whether the first pass over the fleet after the start is
+    /// (the bench); nil unless the daemon runs with `homeAssistant` on.
+    package var homeAssistantProgress: (published: Int, initialPassDone: Bool)? {
+        guard configuration.homeAssistant.enabled, let homeAssistant else { return nil }
+        return (homeAssistant.published.load(ordering: .relaxed), homeAssistant.initialPassDone.load(ordering: .relaxed))
+    }
+
     /// Whether the daemon can keep what it receives: which of its files fail, and whether new messages are left
     /// with the broker meanwhile (docs/cache-file.md, "What survives what"). Always healthy for the CLI's roles.
     public var storage: StorageStatus { writer.storage.status }

@@ -85,7 +85,8 @@ struct NATSClusterTests {
             let device = try await Device(cluster, node: order[2], id: "dev-r")
 
             // Round the list: each node in turn is killed (leaders moved off first) and restarted; the third kill
-            // sends the agent back to the first node, restarted before.
+            // sends the agent back to the first node, restarted before. The device's fresh connection is retried
+            // while NATS settles: on a loaded machine a node refuses MQTT connections for a while after a restart.
             var reports = 0
             for step in 0..<3 {
                 let node = order[step], next = order[(step + 1) % 3]
@@ -100,7 +101,7 @@ struct NATSClusterTests {
                 try await cluster.restart(node)
                 try await cluster.waitForMQTT(node, timeout: .seconds(60))
                 reports += 1
-                try await device.report(reports, via: cluster, node: order[(step + 2) % 3])
+                try await Self.retrying(cluster) { try await device.report(reports, via: cluster, node: order[(step + 2) % 3]) }
                 let missing = try await daemon.waitForReports([device.reportKey(reports)], timeout: Self.redeliveryBound)
                 #expect(missing.isEmpty)
             }
@@ -118,7 +119,7 @@ struct NATSClusterTests {
 
             // All three down.
             reports += 1
-            try await device.report(reports, via: cluster, node: order[1])
+            try await Self.retrying(cluster) { try await device.report(reports, via: cluster, node: order[1]) }
             _ = try await daemon.waitForReports([device.reportKey(reports)], timeout: Self.redeliveryBound)
             for index in 0..<3 { cluster.kill(index) }
             try await waitUntil(timeout: .seconds(30)) { (try? daemon.health().status) == 503 }
@@ -133,7 +134,7 @@ struct NATSClusterTests {
             print("all three down, then one and a second back: connected \(Self.seconds(back)) s after the restarts began")
             #expect(daemon.process.isRunning)
             reports += 1
-            try await device.report(reports, via: cluster, node: order[2])
+            try await Self.retrying(cluster) { try await device.report(reports, via: cluster, node: order[2]) }
             let missing = try await daemon.waitForReports((1...reports).map(device.reportKey), timeout: Self.redeliveryBound)
             #expect(missing.isEmpty, "\(missing)")
             let health = try await daemon.callAPI("health")

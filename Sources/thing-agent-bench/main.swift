@@ -131,6 +131,18 @@ if section("ingest") || section("daemon") {
     }
 }
 
+if section("homeAssistant") {
+    print("Home Assistant: the discovery of a fleet after a start, beside a backlog of QoS 1 reports")
+    let devices = quick ? 2_000 : 10_000
+    let backlog = quick ? 20_000 : 200_000
+    let figures = try await HomeAssistantBenchmark(broker: broker, directory: directory).run(devices: devices, backlog: backlog)
+    report.add("discovery of \(devices) devices after a start (config, state, availability each, paced to 2,000/s)",
+               "\(format(figures.discoverySeconds, 1)) s", "\(figures.messages) messages")
+    report.add("backlog of \(backlog) reports drained while it runs", "\(format(figures.drainOn)) msg/s",
+               "ingest ratio \(format(figures.drainOn / figures.drainOff, 2)) of \(format(figures.drainOff)) msg/s "
+               + "with Home Assistant off; drained in \(format(figures.drainOnSeconds, 1)) s")
+}
+
 if section("stop") {
     print("graceful stop: SIGTERM to exit while the daemon drains a backlog of QoS 1 reports")
     let backlog = quick ? 20_000 : 100_000

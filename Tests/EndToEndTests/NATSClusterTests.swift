@@ -85,7 +85,8 @@ struct NATSClusterTests {
             let device = try await Device(cluster, node: order[2], id: "dev-r")
 
             // Round the list: each node in turn is killed (leaders moved off first) and restarted; the third kill
-            // sends the agent back to the first node, restarted before.
+            // sends the agent back to the first node, restarted before. The device's fresh connection is retried
+            // while NATS settles: on a loaded machine a node refuses MQTT connections for a while after a restart.
             var reports = 0
             for step in 0..<3 {
                 let node = order[step], next = order[(step + 1) % 3]

@@ -33,6 +33,9 @@ struct AgentClientTests {
                 offline: ["f:switch_1"])),
             .activated(deviceId: "d", pairing: "pair-1", gatewayId: nil),
             .eventReported(deviceId: "d", event: ThingEvent(name: "pressed", params: .object(["count": 2]), time: t0)),
+            .commandRefused(deviceId: "d", refusal: CommandRefusal(
+                source: "homeAssistant", command: #"{"number:report_period":1234}"#, outcome: "invalid",
+                message: "report_period: 1234 is off the step 10 (from 10); nothing was sent", time: t0)),
         ]
         for event in events {
             let published = JSONValue.object(EventPublisher.payload(event, now: now))

@@ -46,7 +46,8 @@ struct AlinkTSLTests {
     @Test func servicesAreActionsAndEventsAreEventsWithTheirParameters() throws {
         let model = try ThingModels.parse(try ConfigFile.bytes(Self.file, .thingModel), file: Self.file)
         #expect(model.actions?.map(\.name) == ["reboot"], "the property service 'set' is left out")
-        #expect(model.actions?.first?.inputs == [PropertySpec(code: "delay", kind: .value(min: 0, max: 60, step: 1), access: .rw)])
+        #expect(model.actions?.first?.inputs == [PropertySpec(code: "delay", kind: .value(min: 0, max: 60, step: 1), access: .rw,
+                                                              name: "Delay", unit: "s")])
         #expect(model.actions?.first?.outputs == ["echo"])
         #expect(model.events?.map(\.name) == ["alarm"], "the property post is left out")
         #expect(throws: Never.self) { try model.validateAction("reboot", params: ["delay": 5]) }

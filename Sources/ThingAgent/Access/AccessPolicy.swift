@@ -29,6 +29,8 @@ struct AccessPolicy: Sendable {
     let agentClientID: String
     let eventsTopic: String
     let replyPrefix: String
+    /// `homeAssistant.discoveryPrefix` when the feature is on (or was: the daemon takes back what it published).
+    var homeAssistantPrefix: String?
 
     static let agentRole = "thing-agent"
     static let cliRole = "thing-agent-cli"
@@ -127,6 +129,8 @@ struct AccessPolicy: Sendable {
             .subscribe("thing-agent/#"),
         ])
         acls.formUnion(alinkAgentTopics(daemon: true))
+        // Home Assistant's discovery configs (its own states and commands are under thing-agent/).
+        if let homeAssistantPrefix { acls.insert(.send(homeAssistantPrefix + "/#")) }
         return acls
     }
 

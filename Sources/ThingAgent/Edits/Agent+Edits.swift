@@ -55,7 +55,9 @@ extension Agent {
     @discardableResult
     public func edit(_ deviceId: String, _ edit: DeviceEdit) throws -> DeviceMetadata {
         guard cache.device(deviceId) != nil else { throw EditError.unknownDevice(deviceId) }
-        return try requireLocal().edit(deviceId, edit)
+        let metadata = try requireLocal().edit(deviceId, edit)
+        homeAssistant?.mark(deviceId)
+        return metadata
     }
 
     @discardableResult

@@ -55,6 +55,9 @@ extension DeviceEvent {
         case "event":
             guard let event = ThingEvent(json: payload["data"]) else { return nil }
             self = .eventReported(deviceId: device, event: event)
+        case "command":
+            guard let refusal = CommandRefusal(json: payload["data"]) else { return nil }
+            self = .commandRefused(deviceId: device, refusal: refusal)
         default:
             return nil
         }

@@ -14,7 +14,7 @@ enum EventPublisher {
     static let kindNames: [(kind: DeviceEventKinds, name: String)] = [
         (.properties, "properties"), (.status, "status"), (.signal, "signal"), (.info, "info"),
         (.transfer, "transfer"), (.offlineWarning, "offline"), (.backOnline, "online"), (.ota, "ota"),
-        (.link, "link"), (.activated, "activated"), (.events, "event"),
+        (.link, "link"), (.activated, "activated"), (.events, "event"), (.commands, "command"),
     ]
 
     static func kindName(_ event: DeviceEvent) -> String {
@@ -67,6 +67,8 @@ enum EventPublisher {
             object["gatewayId"] = gateway.map(JSONValue.string) ?? .null
         case .eventReported(_, let event):
             object["data"] = .object(event.json)
+        case .commandRefused(_, let refusal):
+            object["data"] = .object(refusal.json)
         }
         return object
     }
@@ -108,6 +110,23 @@ enum EventPublisher {
             // "Events across a disconnect": the library may still deliver those later).
             counters.eventsNotSent.add(outcomes.count - sent, ordering: .relaxed)
         }
+    }
+}
+
+extension CommandRefusal {
+    /// `{"source","command","outcome","message","time"}`, as the event feed carries it.
+    public var json: JSONObject {
+        JSONObject([("source", .string(source)), ("command", .string(command)), ("outcome", .string(outcome)),
+                    ("message", .string(message)), ("time", .integer(time))])
+    }
+
+    /// A refusal as the event feed carries it (`json`); nil when it is not one.
+    public init?(json: JSONValue?) {
+        guard let json, let source = json["source"]?.stringValue, let outcome = json["outcome"]?.stringValue else {
+            return nil
+        }
+        self.init(source: source, command: json["command"]?.stringValue ?? "", outcome: outcome,
+                  message: json["message"]?.stringValue ?? "", time: json["time"]?.int64Value ?? 0)
     }
 }
 

@@ -359,8 +359,9 @@ extension Agent {
         mqtt.cleanSession = true
         let dynsec = try DynsecClient(configuration: mqtt,
                                       timeout: timeout ?? max(configuration.requestTimeout, .seconds(10)))
-        let policy = AccessPolicy(topics: configuration.topics, agentClientID: configuration.mqtt.clientID,
+        var policy = AccessPolicy(topics: configuration.topics, agentClientID: configuration.mqtt.clientID,
                                   eventsTopic: configuration.events.topic, replyPrefix: configuration.api.replyPrefix)
+        policy.homeAssistantPrefix = configuration.homeAssistant.discoveryPrefix
         let store = try PairingStore(path: configuration.cache.database)
         let access = AccessManager(dynsec: dynsec, policy: policy, agentUser: user,
                                    serviceUsers: configuration.provisioning.serviceUsers, store: store, cache: cache, logger: logger)

@@ -19,6 +19,8 @@ extension Agent {
                                      model: { self.thingModel(for: $0) })
         switch change {
         case .createLink, .deleteLink: linkEngine.load(try local.links())
+        case .edit(let device, _): homeAssistant?.mark(device)
+        case .createScene, .updateScene, .deleteScene: homeAssistant?.scenesChanged()
         default: break
         }
         // In a group, the change goes to the standbys (the API waits until the broker has it: `replicated`).

@@ -116,6 +116,9 @@ extension Agent {
         }
         reloadable.withLock { $0 = next }
         currentModels.use(next.models)
+        // Models, catalog and scenes shape what Home Assistant is given: every device is looked at again (only
+        // what changed is published).
+        if self.configuration.homeAssistant.enabled { homeAssistant?.markAll(cache.all().map(\.id), force: false) }
         return report
     }
 }

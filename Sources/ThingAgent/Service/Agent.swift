@@ -86,6 +86,9 @@ public final class Agent: Sendable {
     /// `agentGroup` (and for the CLI's roles).
     let lease: GroupLease?
     let replica: GroupReplica?
+    /// Home Assistant's discovery, states and commands: the daemon's (with `homeAssistant` off it only takes
+    /// back what an earlier run published); nil for the other roles.
+    let homeAssistant: HomeAssistantPublisher?
 
     /// Opens the cache and loads the thing models (a file that is not a valid model is an error naming it).
     /// `lockCache` (on by default) takes `CacheLock` on the file before anything writes it, as the daemon does, and
@@ -147,12 +150,21 @@ public final class Agent: Sendable {
                                            replica: replica, logger: logger)
         (offlineWatch, transferWatch, otaWatch, linkEngine) = (watches.offline, watches.transfer, watches.ota,
                                                                watches.links)
-        // Topics outside the device tree go to the API's queue or the activations' (nowhere for the other roles).
+        let homeAssistant = role.speaksForTheFleet && local != nil
+            ? HomeAssistantPublisher(settings: configuration.homeAssistant, agentStatus: configuration.announceTopic,
+                                     logger: logger) : nil
+        self.homeAssistant = homeAssistant
+        // It hears the writer's change feed, after the watches that decide anything.
+        let commands = configuration.homeAssistant.enabled ? homeAssistant : nil
+        if let commands { writer.watches.add(commands) }
+        // Topics outside the device tree go to the API's queue, the activations' or Home Assistant's (nowhere for
+        // the other roles).
         var elsewhere: (@Sendable (MQTTMessage) -> Bool)?
-        if apiQueue != nil || provisioning != nil || lease != nil {
+        if apiQueue != nil || provisioning != nil || lease != nil || commands != nil {
             elsewhere = { message in
                 (apiQueue?.accept(message) ?? false) || (provisioning?.accept(message) ?? false)
                     || (lease?.accept(message) ?? false) || (replica?.accept(message) ?? false)
+                    || (commands?.accept(message) ?? false)
             }
         }
         // The answers the dialects owe devices go out from the daemon alone (the native dialect owes none), and in a
@@ -182,6 +194,13 @@ public final class Agent: Sendable {
         // Weakly: the client's message handler holds the ingestor, which must not hold the client in turn.
         ingestor.onRefuse { [weak client] in client?.dropConnectionUncleanly() }
         replies?.use(client, agent: self)
+    }
+
+    /// Home Assistant's publisher: messages published, and whether the first pass over the fleet after the start is
+    /// (the bench); nil unless the daemon runs with `homeAssistant` on.
+    package var homeAssistantProgress: (published: Int, initialPassDone: Bool)? {
+        guard configuration.homeAssistant.enabled, let homeAssistant else { return nil }
+        return (homeAssistant.published.load(ordering: .relaxed), homeAssistant.initialPassDone.load(ordering: .relaxed))
     }
 
     /// Whether the daemon can keep what it receives: which of its files fail, and whether new messages are left
@@ -218,7 +237,9 @@ public final class Agent: Sendable {
         let activations = provisioning.map { _ in [(topics.activations, QoS.atLeastOnce)] } ?? []
         let api = apiQueue.map { queue in queue.filters.enumerated().map { ($1, $0 == 0 ? QoS.atLeastOnce : .atMostOnce) } } ?? []
         let group = (lease?.filters ?? []).map { ($0, QoS.atLeastOnce) } + (replica.map { [($0.filter, .atLeastOnce)] } ?? [])
-        try await client.subscribe(filters + api + activations + group)
+        let homeAssistant = configuration.homeAssistant.enabled
+            ? (self.homeAssistant?.topics.subscriptions ?? []).map { ($0, QoS.atLeastOnce) } : []
+        try await client.subscribe(filters + api + activations + group + homeAssistant)
         readiness.subscribed()
         if role.speaksForTheFleet {
             // The retained online status went out with the CONNACK (`MQTTConfiguration.birth`), before these
@@ -283,6 +304,7 @@ public final class Agent: Sendable {
         }
         parts += groupParts()
         if let apiQueue { parts.append(Part(name: "API") { await AgentAPI(agent: self, queue: apiQueue).run() }) }
+        if let homeAssistant { parts.append(Part(name: "Home Assistant") { await homeAssistant.run(self) }) }
         return parts
     }
 

@@ -18,6 +18,8 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var provisioning = Provisioning()
     /// Instances on several hosts of which one acts and the others stand by (docs/operations.md, "Two hosts").
     public var group = Group()
+    /// Home Assistant's MQTT discovery of the fleet, its states and commands (docs/home-assistant.md).
+    public var homeAssistant = HomeAssistant()
 
     /// The first level of the device topics (`<topicRoot>/<D>/...`).
     public var topicRoot = "things"
@@ -196,6 +198,66 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// answers), else the daemon's client id.
     public var apiName: String { group.name ?? mqtt.clientID }
 
+
+    /// Home Assistant's MQTT discovery (key `homeAssistant`: `true`, `false`, or an object of these fields;
+    /// docs/home-assistant.md): one Home Assistant device per agent device, its entities from the thing model, its
+    /// state and availability, and commands through the tracked set path. The daemon alone publishes.
+    public struct HomeAssistant: Sendable, Equatable {
+        /// Off by default; turned off after it was on, the daemon removes what it published at its next start.
+        public var enabled = false
+        /// Where Home Assistant looks for discovery (`<prefix>/device/<object id>/config`) and says it is back
+        /// (`<prefix>/status`), as set in its MQTT integration.
+        public var discoveryPrefix = "homeassistant"
+        /// Under the agent's own prefix: the devices' states and availability (`<topic>/<D>/state`,
+        /// `<topic>/<D>/availability`, retained) and the commands Home Assistant sends (`<topic>/<D>/set`).
+        public var topic = "thing-agent/ha"
+        /// At most this many discovery, state and availability messages a second, so that publishing a whole
+        /// fleet after a start or a Home Assistant restart never holds up what devices report.
+        public var publishRate: Double = 2000
+
+        public init() {}
+
+        /// The keys of the object form.
+        static let fields = ["enabled", "discoveryPrefix", "topic", "publishRate"]
+
+        /// Applies `true`/`false` (enabled only) or an object of `fields`; false when the value cannot be used.
+        mutating func apply(_ value: JSONValue) -> Bool {
+            if let on = value.boolValue {
+                enabled = on
+                return true
+            }
+            var value = value
+            // From the environment or a flag: the object as JSON text.
+            if let text = value.stringValue, text.hasPrefix("{"),
+               let parsed = try? JSONParser.parse(Array(text.utf8)) { value = parsed }
+            guard let object = value.objectValue else { return false }
+            var next = self
+            for (key, field) in object {
+                switch key {
+                case "enabled":
+                    guard let on = field.boolValue else { return false }
+                    next.enabled = on
+                case "discoveryPrefix", "topic":
+                    guard let text = field.stringValue, Self.isTopicPrefix(text) else { return false }
+                    if key == "topic" { next.topic = text } else { next.discoveryPrefix = text }
+                case "publishRate":
+                    guard let rate = field.doubleValue, rate >= 10, rate <= 1_000_000 else { return false }
+                    next.publishRate = rate
+                default:
+                    return false
+                }
+            }
+            self = next
+            return true
+        }
+
+        /// Levels without wildcards, none empty, no leading or trailing slash.
+        static func isTopicPrefix(_ text: String) -> Bool {
+            !text.isEmpty && !text.contains("+") && !text.contains("#") && !text.hasPrefix("/") && !text.hasSuffix("/")
+                && !text.contains("//") && text.utf8.count <= 200
+        }
+    }
+
     /// The retained topic on which the agent announces itself (online) and its will (offline).
     public var announceTopic: String { "thing-agent/agents/\(mqtt.clientID)/status" }
 
@@ -342,6 +404,7 @@ public struct AgentConfiguration: Sendable, Equatable {
             setBool(&c.trustForeignTransfers, v)
         }),
         ("provisioning", "THING_AGENT_PROVISIONING", { c, v in setBool(&c.provisioning.enabled, v) }),
+        ("homeAssistant", "THING_AGENT_HOME_ASSISTANT", { c, v in c.homeAssistant.apply(v) }),
         ("serviceUsers", "THING_AGENT_SERVICE_USERS", { c, v in
             guard let names = stringList(v), names.allSatisfy({ DeviceID.isValid($0) }) else { return false }
             c.provisioning.serviceUsers = names
@@ -401,16 +464,39 @@ public struct AgentConfiguration: Sendable, Equatable {
     /// access of those sub-devices goes with them, so trusting a finish no one here started would hand the broker
     /// topics of one gateway's devices to another on that gateway's word alone.
     public func checkCombinations() throws(Error) {
+        if homeAssistant.enabled {
+            let ha = homeAssistant
+            for (name, other) in [("eventsTopic", events.topic), ("replyPrefix", api.replyPrefix),
+                                  ("topicRoot", topicRoot), ("the agent's status", announceTopic)]
+            where Self.overlaps(ha.topic, other) || Self.overlaps(ha.discoveryPrefix, other) {
+                throw Error(.setting, "homeAssistant's topics (\(ha.topic), \(ha.discoveryPrefix)) must not overlap "
+                            + "\(name) (\(other))")
+            }
+            if Self.overlaps(ha.topic, ha.discoveryPrefix) {
+                throw Error(.setting, "homeAssistant's topic and discoveryPrefix must not overlap")
+            }
+        }
         if trustForeignTransfers && provisioning.enabled {
             throw Error(.setting, "trustForeignTransfers and provisioning cannot both be on: with provisioning a "
                         + "finished replacement also moves the sub-devices' broker access, so only a transfer "
                         + "started through this agent may move them (set trustForeignTransfers to false)")
+        }
+        if group.name != nil && homeAssistant.enabled {
+            throw Error(.setting, key: "agentGroup", "agentGroup and homeAssistant cannot both be on yet: Home "
+                        + "Assistant's discovery, states and commands are kept by one agent alone (turn homeAssistant "
+                        + "off, or run one agent without agentGroup)")
         }
         if group.name != nil && provisioning.enabled {
             throw Error(.setting, key: "agentGroup", "agentGroup and provisioning cannot both be on: pairings, "
                         + "activations and the broker's access are kept by one agent alone (turn provisioning off, or "
                         + "run one agent without agentGroup)")
         }
+    }
+
+    /// Whether one topic prefix lies under the other (or is it).
+    static func overlaps(_ a: String, _ b: String) -> Bool {
+        let a = a.hasSuffix("/") ? String(a.dropLast()) : a, b = b.hasSuffix("/") ? String(b.dropLast()) : b
+        return a == b || a.hasPrefix(b + "/") || b.hasPrefix(a + "/")
     }
 
     /// Applies `THING_AGENT_*` environment variables.

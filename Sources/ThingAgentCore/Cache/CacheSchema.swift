@@ -245,6 +245,19 @@ package enum CacheSchema {
         Migration(version: 12, name: "a pairing's dialect", sql: """
             ALTER TABLE pairings ADD COLUMN dialect TEXT;
             """),
+        // What the daemon gave Home Assistant (docs/home-assistant.md): each retained discovery config, the
+        // components in it (a component dropped later is removed by name), a digest of the payload (an unchanged
+        // config is not sent again at the next start), and the state topics to clear with it. Emptied when the
+        // feature is turned off or the device removed, once Home Assistant was told.
+        Migration(version: 13, name: "Home Assistant discovery", sql: """
+            CREATE TABLE home_assistant (
+                config_topic TEXT PRIMARY KEY,
+                dev_id       TEXT,
+                state_prefix TEXT,
+                components   TEXT NOT NULL,
+                digest       INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            """),
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).

@@ -25,13 +25,16 @@ public enum DeviceEvent: Sendable, Equatable {
     case eventReported(deviceId: String, event: ThingEvent)
     /// A device was activated with a pairing (`pairing` is its bootstrap user name; `gatewayId` for a sub-device).
     case activated(deviceId: String, pairing: String, gatewayId: String?)
+    /// A command for the device from an integration (Home Assistant) was refused or failed: malformed, refused by
+    /// the thing model or the device, or unanswered. What the device shows is unchanged.
+    case commandRefused(deviceId: String, refusal: CommandRefusal)
 
     public var deviceId: String {
         switch self {
         case .propertiesChanged(let id, _), .statusChanged(let id, _, _), .signalUpdated(let id, _, _),
              .infoChanged(let id, _), .transferStatusChanged(let id, _), .offlineWarning(let id, _),
              .backOnline(let id, _, _), .upgradeChanged(let id, _), .linkPropagated(let id, _),
-             .activated(let id, _, _), .eventReported(let id, _):
+             .activated(let id, _, _), .eventReported(let id, _), .commandRefused(let id, _):
             id
         }
     }
@@ -49,7 +52,30 @@ public enum DeviceEvent: Sendable, Equatable {
         case .linkPropagated: .link
         case .activated: .activated
         case .eventReported: .events
+        case .commandRefused: .commands
         }
+    }
+}
+
+/// A command from an integration that did not do what it asked, and why.
+public struct CommandRefusal: Sendable, Equatable {
+    /// Who sent it: `homeAssistant`.
+    public var source: String
+    /// What it asked, as received (at most 256 bytes of it).
+    public var command: String
+    /// How it ended: `invalid` (malformed or refused by the thing model, nothing sent), or a request's outcome
+    /// (`refused`, `timeout`, `offline`, `notSent`, ...).
+    public var outcome: String
+    public var message: String
+    /// Agent time of the refusal.
+    public var time: Millis
+
+    public init(source: String, command: String, outcome: String, message: String, time: Millis) {
+        self.source = source
+        self.command = command
+        self.outcome = outcome
+        self.message = message
+        self.time = time
     }
 }
 
@@ -74,9 +100,11 @@ public struct DeviceEventKinds: OptionSet, Sendable, Hashable {
     public static let link = DeviceEventKinds(rawValue: 1 << 9)
     /// Events the devices reported (`ThingEvent`).
     public static let events = DeviceEventKinds(rawValue: 1 << 10)
+    /// Integration commands refused or failed (`CommandRefusal`).
+    public static let commands = DeviceEventKinds(rawValue: 1 << 11)
     public static let all: DeviceEventKinds = [
         .properties, .status, .signal, .info, .transfer, .offlineWarning, .backOnline, .ota, .link, .activated,
-        .events,
+        .events, .commands,
     ]
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import JSON
 
 /// Thing models in Alink's TSL, the JSON Alibaba Cloud's IoT Platform exports for a product
@@ -57,6 +58,8 @@ enum AlinkTSL {
                 specs?[key]?.stringValue.flatMap(Double.init) ?? specs?[key]?.doubleValue
             }
             let kind: PropertySpec.Kind
+            var names: [PropertySpec.ValueName] = []
+            var isBool = false
             switch entry["dataType"]?["type"]?.stringValue {
             case "int":
                 guard let min = number("min").flatMap({ Int64(exactly: $0) }),
@@ -72,10 +75,13 @@ enum AlinkTSL {
                 kind = .decimal(min: min, max: max, step: number("step").flatMap { $0 > 0 ? $0 : nil })
             case "bool":
                 kind = .value(min: 0, max: 1, step: 1)
+                isBool = true
+                names = valueNames(specs)
             case "enum":
                 let keys = (specs?.objectValue.map { Array($0.keys) } ?? []).compactMap { Int64($0) }
                 guard let min = keys.min(), let max = keys.max() else { throw fail("\(code): an enum needs number keys") }
                 kind = .value(min: min, max: max, step: 1)
+                names = valueNames(specs)
             case "text":
                 guard let length = number("length").flatMap({ Int(exactly: $0) }), length > 0 else {
                     throw fail("\(code): a text needs a positive 'length'")
@@ -86,8 +92,32 @@ enum AlinkTSL {
             default:
                 throw fail("\(code): type must be int, float, double, bool, enum, text, date, struct or array")
             }
-            properties.append(PropertySpec(code: code, kind: kind, access: access))
+            let (unit, scale) = unitAndScale(specs?["unit"]?.stringValue)
+            properties.append(PropertySpec(code: code, kind: kind, access: access, name: entry["name"]?.stringValue,
+                                           unit: unit, scale: scale, valueNames: names, isNumericBool: isBool))
         }
         return properties
+    }
+
+    /// A `bool`'s or `enum`'s specs, `{"0":"off","1":"on"}`, as names of numbers in number order.
+    private static func valueNames(_ specs: JSONValue?) -> [PropertySpec.ValueName] {
+        (specs?.objectValue.map { Array($0) } ?? []).compactMap { key, value in
+            guard let number = Int64(key), let name = value.stringValue, !name.isEmpty else { return nil }
+            return PropertySpec.ValueName(value: number, name: name)
+        }.sorted { $0.value < $1.value }
+    }
+
+    /// A TSL unit, which may carry the resolution before it (`0.1 °C`: the number is tenths of a degree): the unit
+    /// and the scale. A unit of nothing but spaces is none.
+    static func unitAndScale(_ text: String?) -> (String?, Int) {
+        guard let text = text?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return (nil, 0) }
+        let parts = text.split(separator: " ", maxSplits: 1)
+        if parts.count == 2, let factor = Double(parts[0]), factor > 0, factor < 1 {
+            let scale = Int((-log10(factor)).rounded())
+            if (1...9).contains(scale), abs(pow(10, -Double(scale)) - factor) < 1e-12 {
+                return (String(parts[1]).trimmingCharacters(in: .whitespaces), scale)
+            }
+        }
+        return (text, 0)
     }
 }

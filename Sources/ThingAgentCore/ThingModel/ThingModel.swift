@@ -11,13 +11,19 @@ public struct ThingModel: Sendable, Equatable {
     /// The events a device of the product reports; nil when the model does not describe them. Events are kept
     /// whatever the model says (a device's word is never dropped for a model's sake).
     public var events: [EventSpec]?
+    /// The product's name for people (the model file's `name`); nothing checks it.
+    public var name: String?
+    /// Who makes the product (the model file's `manufacturer`); nothing checks it.
+    public var manufacturer: String?
 
     public init(productId: String, properties: [PropertySpec], actions: [ActionSpec]? = nil,
-                events: [EventSpec]? = nil) {
+                events: [EventSpec]? = nil, name: String? = nil, manufacturer: String? = nil) {
         self.productId = productId
         self.properties = properties
         self.actions = actions
         self.events = events
+        self.name = name
+        self.manufacturer = manufacturer
     }
 
     public func property(_ code: String) -> PropertySpec? {
@@ -73,14 +79,42 @@ public struct PropertySpec: Sendable, Equatable {
         case string(maxlen: Int)
     }
 
+    /// A number's value for people, or a number's name (an Alink TSL `bool` or `enum` key and its name).
+    public struct ValueName: Sendable, Equatable {
+        public var value: Int64
+        public var name: String
+
+        public init(value: Int64, name: String) {
+            self.value = value
+            self.name = name
+        }
+    }
+
     public var code: String
     public var kind: Kind
     public var access: Access
+    /// What people call it (the model's `name`); nothing checks it.
+    public var name: String?
+    /// The unit of the value as shown (after `scale`): `°C`, `%`, `W`; nothing checks it.
+    public var unit: String?
+    /// The reported number is the value times 10^scale (a TuyaLink `value`'s scale): 235 with scale 1 is 23.5.
+    /// Sets and reports carry the unscaled number; only what people see is scaled.
+    public var scale: Int
+    /// Names of a number's values (an Alink TSL `bool` or `enum`, whose keys are numbers on the wire).
+    public var valueNames: [ValueName]
+    /// An Alink TSL `bool`: a value 0 or 1 that means false or true.
+    public var isNumericBool: Bool
 
-    public init(code: String, kind: Kind, access: Access) {
+    public init(code: String, kind: Kind, access: Access, name: String? = nil, unit: String? = nil, scale: Int = 0,
+                valueNames: [ValueName] = [], isNumericBool: Bool = false) {
         self.code = code
         self.kind = kind
         self.access = access
+        self.name = name
+        self.unit = unit
+        self.scale = scale
+        self.valueNames = valueNames
+        self.isNumericBool = isNumericBool
     }
 }
 

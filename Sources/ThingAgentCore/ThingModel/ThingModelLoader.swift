@@ -66,7 +66,11 @@ public struct ThingModels: Sendable {
                 events?.append(EventSpec(name: code, outputs: outputs))
             }
         }
-        return ThingModel(productId: productId, properties: properties, actions: actions, events: events)
+        for key in ["name", "manufacturer"] where root[key].map({ $0.stringValue == nil }) ?? false {
+            throw fail("'\(key)' must be a string")
+        }
+        return ThingModel(productId: productId, properties: properties, actions: actions, events: events,
+                          name: root["name"]?.stringValue, manufacturer: root["manufacturer"]?.stringValue)
     }
 
     /// `[{"code",...}]` of actions or events: each with a name by the action-name rule, none twice.
@@ -129,7 +133,22 @@ public struct ThingModels: Sendable {
             default:
                 throw fail("\(code): type must be bool, value, decimal, enum or string")
             }
-            properties.append(PropertySpec(code: code, kind: kind, access: access))
+            // What people see (docs/protocol.md, "Thing models"): a name, a unit, and a number's scale.
+            for key in ["name", "unit"] where entry[key].map({ $0.stringValue == nil }) ?? false {
+                throw fail("\(code): '\(key)' must be a string")
+            }
+            var scale = 0
+            if let value = entry["scale"] {
+                guard let number = value.int64Value, (0...9).contains(number) else {
+                    throw fail("\(code): 'scale' must be a whole number from 0 to 9")
+                }
+                switch kind {
+                case .value, .decimal: scale = Int(number)
+                default: throw fail("\(code): only a value or a decimal has a 'scale'")
+                }
+            }
+            properties.append(PropertySpec(code: code, kind: kind, access: access, name: entry["name"]?.stringValue,
+                                           unit: entry["unit"]?.stringValue, scale: scale))
         }
         return properties
     }

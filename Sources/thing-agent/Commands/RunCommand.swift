@@ -16,6 +16,9 @@ enum RunCommand: Command {
             OptionSpec(name: "failover-timeout", valueName: "S",
                        help: "with --group-name: seconds within which a standby takes over from a lost active "
                            + "instance (also failoverTimeout, THING_AGENT_FAILOVER_TIMEOUT; default 5)"),
+            OptionSpec(name: "home-assistant", valueName: nil,
+                       help: "publish Home Assistant MQTT discovery for the fleet and take its commands "
+                           + "(also homeAssistant, THING_AGENT_HOME_ASSISTANT; off by default)"),
         ],
         discussion: """
             Connects to the broker with a persistent session, announces itself (retained) on
@@ -48,6 +51,14 @@ enum RunCommand: Command {
                 try configuration.apply(key: "failoverTimeout", text: timeout, source: "--failover-timeout")
             } catch {
                 throw CommandFailure(code: .usage, message: "\(error.description) (seconds, 1 to 600)")
+            }
+        }
+        if arguments.has("home-assistant") {
+            configuration.homeAssistant.enabled = true
+            do {
+                try configuration.checkCombinations()
+            } catch {
+                throw CommandFailure(code: .usage, message: error.description)
             }
         }
         let logger = CommonOptions.logger(configuration)

@@ -56,6 +56,8 @@ enum WatchCommand: Command {
         case .activated(let id, _, let gateway): "\(id) activated" + (gateway.map { " by gateway \($0)" } ?? "")
         case .eventReported(let id, let event):
             "\(id) event \(event.name) \(Format.value(event.params))"
+        case .commandRefused(let id, let refusal):
+            "\(id) \(refusal.source) command \(refusal.outcome): \(refusal.message.terminalSafe())"
         }
     }
 }

@@ -25,36 +25,36 @@ enum BuiltinModels {
 
     static let files: [String: String] = [
         light: """
-            {"productId":"p-light-1","properties":[
-              {"code":"switch_1","type":"bool","access":"rw"},
-              {"code":"bright_value","type":"value","min":10,"max":1000,"step":1,"access":"rw"},
-              {"code":"mode","type":"enum","range":["white","colour","scene"],"access":"rw"},
-              {"code":"temp_current","type":"value","min":-200,"max":1000,"access":"ro"},
-              {"code":"label","type":"string","maxlen":32,"access":"rw"}],
+            {"productId":"p-light-1","name":"Demo light","manufacturer":"thing-agent simulator","properties":[
+              {"code":"switch_1","name":"Switch","type":"bool","access":"rw"},
+              {"code":"bright_value","name":"Brightness","type":"value","min":10,"max":1000,"step":1,"access":"rw"},
+              {"code":"mode","name":"Mode","type":"enum","range":["white","colour","scene"],"access":"rw"},
+              {"code":"temp_current","name":"Temperature","type":"value","min":-200,"max":1000,"scale":1,"unit":"°C","access":"ro"},
+              {"code":"label","name":"Label","type":"string","maxlen":32,"access":"rw"}],
              "actions":[
               {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
                "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}],
              "events":[{"code":"fault","outputParams":[{"code":"errorCode","type":"value","min":1,"max":3}]}]}
             """,
         gateway: """
-            {"productId":"p-gateway-1","properties":[
-              {"code":"permit_join","type":"value","min":0,"max":254,"step":1,"access":"wo"},
-              {"code":"alarm_volume","type":"enum","range":["mute","low","middle","high"],"access":"rw"},
-              {"code":"led_switch","type":"bool","access":"rw"},
-              {"code":"gateway_name","type":"string","maxlen":64,"access":"rw"},
-              {"code":"zigbee_channel","type":"value","min":11,"max":26,"access":"ro"},
-              {"code":"sub_device_count","type":"value","min":0,"max":128,"access":"ro"}],
+            {"productId":"p-gateway-1","name":"Demo gateway","manufacturer":"thing-agent simulator","properties":[
+              {"code":"permit_join","name":"Permit join","type":"value","min":0,"max":254,"step":1,"access":"wo"},
+              {"code":"alarm_volume","name":"Alarm volume","type":"enum","range":["mute","low","middle","high"],"access":"rw"},
+              {"code":"led_switch","name":"LED","type":"bool","access":"rw"},
+              {"code":"gateway_name","name":"Name","type":"string","maxlen":64,"access":"rw"},
+              {"code":"zigbee_channel","name":"Zigbee channel","type":"value","min":11,"max":26,"access":"ro"},
+              {"code":"sub_device_count","name":"Sub-devices","type":"value","min":0,"max":128,"access":"ro"}],
              "actions":[
               {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
                "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}],
              "events":[{"code":"alarm","outputParams":[{"code":"level","type":"value","min":1,"max":3}]}]}
             """,
         sensor: """
-            {"productId":"p-sensor-1","properties":[
-              {"code":"temp_current","type":"value","min":-400,"max":800,"access":"ro"},
-              {"code":"humidity_value","type":"value","min":0,"max":100,"access":"ro"},
-              {"code":"battery_percentage","type":"value","min":0,"max":100,"access":"ro"},
-              {"code":"report_period","type":"value","min":10,"max":3600,"step":10,"access":"rw"}],
+            {"productId":"p-sensor-1","name":"Demo sensor","manufacturer":"thing-agent simulator","properties":[
+              {"code":"temp_current","name":"Temperature","type":"value","min":-400,"max":800,"scale":1,"unit":"°C","access":"ro"},
+              {"code":"humidity_value","name":"Humidity","type":"value","min":0,"max":100,"unit":"%","access":"ro"},
+              {"code":"battery_percentage","name":"Battery","type":"value","min":0,"max":100,"unit":"%","access":"ro"},
+              {"code":"report_period","name":"Report period","type":"value","min":10,"max":3600,"step":10,"unit":"s","access":"rw"}],
              "actions":[
               {"code":"identify","inputParams":[{"code":"times","type":"value","min":1,"max":20}],
                "outputParams":[{"code":"blinked","type":"value","min":0,"max":20}]}],

@@ -46,7 +46,10 @@ public final class Standing: Sendable {
 
     /// True while this instance acts for the fleet.
     public var isActive: Bool {
-        active.load(ordering: .acquiring) && DispatchTime.now().uptimeNanoseconds < validUntil.load(ordering: .acquiring)
+        // Asked for every reply and event: an agent alone reads no clock for it.
+        group == nil
+            || active.load(ordering: .acquiring)
+                && DispatchTime.now().uptimeNanoseconds < validUntil.load(ordering: .acquiring)
     }
 
     /// Whether the lease loop made this instance the active one (its lease may have lapsed since: `isActive`).

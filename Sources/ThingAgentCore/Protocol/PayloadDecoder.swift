@@ -135,7 +135,7 @@ package struct PayloadDecoder: Sendable {
         }
         switch params {
         case nil, .null?: return ThingEvent(name: name, params: .object([:]), time: time)
-        case .object?: return ThingEvent(name: name, params: params!, time: time)
+        case .object(let object)?: return ThingEvent(name: name, params: .object(object), time: time)
         default: throw PayloadError("an event's parameters must be an object")
         }
     }

@@ -212,7 +212,7 @@ struct AlinkDialectTests {
         let (_, topo, _) = try decode("/sys/a1GW/gw1/thing/topo/get", #"{"id":"14","params":{}}"#)
         #expect(topo == .query(DeviceQuery(.subDevices, id: "14")))
         let list = try #require(alink.answer(DeviceQuery(.subDevices, id: "14"), device: "a1GW.gw1",
-                                             with: .subDevices(["a1SUB.sub1", "native-sub"])))
+                                             with: .subDevices([("a1SUB.sub1", "a1SUB"), ("native-sub", nil)])))
         #expect(list.topic == "/sys/a1GW/gw1/thing/topo/get_reply")
         let sub = try JSONParser.parse(list.payload)["data"]
         #expect(sub == .array([.object(["productKey": "a1SUB", "deviceName": "sub1"])]), "only Alink sub-devices")

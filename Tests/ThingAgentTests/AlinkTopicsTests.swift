@@ -68,7 +68,7 @@ struct AlinkTopicsTests {
         // The questions the daemon answers from what it knows.
         for (topic, payload, known) in [
             ("/sys/a1PK/lamp1/thing/ota/firmware/get", #"{"id":11,"params":{}}"#, QueryAnswer.firmware(nil)),
-            ("/sys/a1PK/lamp1/thing/topo/get", #"{"id":"12","params":{}}"#, .subDevices(["a1S.s1"])),
+            ("/sys/a1PK/lamp1/thing/topo/get", #"{"id":"12","params":{}}"#, .subDevices([("a1S.s1", "a1S")])),
         ] {
             let route = try #require(try dialect.route(topic), "\(topic)")
             let decoded = try Array(payload.utf8).withUnsafeBytes { try dialect.decode(route, payload: $0, arrival: 1) }

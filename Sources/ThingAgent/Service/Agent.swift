@@ -228,6 +228,7 @@ public final class Agent: Sendable {
     /// Connects and subscribes. Throws a clear error when the broker cannot be used.
     package func start() async throws {
         flusher.start()
+        if role.writesCache { registerProducts() }
         // Before the agent's own connection: the roles it publishes under are given first (a change to its
         // user's roles drops every connection of that user), and every device's access is brought in line.
         try resetInterruptedActivations()
@@ -247,6 +248,22 @@ public final class Agent: Sendable {
             logger.info("connected and subscribed", metadata: [
                 "broker": connectionLog.broker.url, "devices": "\(cache.count)", "root": topics.root])
             linkEngine.start(self)
+        }
+    }
+
+    /// Config `deviceProducts` for devices the cache already knows with another product or none (heard before they
+    /// were registered): recorded in their information, as for one first heard after. Not journaled: every start
+    /// applies it again.
+    private func registerProducts() {
+        for (device, product) in configuration.deviceProducts.sorted(by: { $0.key < $1.key }) {
+            guard let known = cache.device(device), known.info.productId != product else { continue }
+            let now = Timestamp.now()
+            do {
+                _ = try writer.apply(.info(JSONObject([("productId", .string(product))]), time: now), to: device, now: now)
+                logger.info("product registered", metadata: ["device": device, "product": product])
+            } catch {
+                logger.warning("could not record a registered product", metadata: ["device": device, "error": "\(error)"])
+            }
         }
     }
 
@@ -458,8 +475,14 @@ public final class Agent: Sendable {
             guard client.state == .connected else {
                 throw .notSent(reason: "not connected to the broker (waitUntilConnected waits for it)")
             }
-            guard let dialect = dialects.dialect(for: deviceId, productId: cache.device(deviceId)?.info.productId) else {
-                throw .unsupported(deviceId: deviceId, reason: "no dialect of this agent addresses it")
+            let info = cache.device(deviceId)?.info
+            guard let dialect = dialects.dialect(for: deviceId, known: info?["dialect"]?.stringValue,
+                                                 productId: info?.productId) else {
+                throw .unsupported(deviceId: deviceId, reason: "no dialect of this agent addresses it"
+                                   + (info?["dialect"]?.stringValue.map { " (it speaks \($0))" } ?? ""))
+            }
+            if let refusal = dialect.refusal(kind, device: deviceId, productId: info?.productId) {
+                throw .unsupported(deviceId: deviceId, reason: refusal)
             }
             msgId = try tracker.register(deviceId: deviceId, kind: kind)
             guard let request = dialect.request(kind, device: deviceId, msgId: msgId, data: data,

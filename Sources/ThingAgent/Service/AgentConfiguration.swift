@@ -23,8 +23,11 @@ public struct AgentConfiguration: Sendable, Equatable {
 
     /// The first level of the device topics (`<topicRoot>/<D>/...`).
     public var topicRoot = "things"
-    /// The wire dialects the agent speaks at once, on one broker (docs/protocol.md): `native`, `alink`.
+    /// The wire dialects the agent speaks at once, on one broker (docs/protocol.md): `native`, `alink`, `tuyalink`.
     public var dialects = ["native"]
+    /// The product of each device whose wire never names it (a directly connected TuyaLink device), by device id:
+    /// its thing model, and what sets and actions to it are checked against.
+    public var deviceProducts: [String: String] = [:]
     /// How long a request waits for its answer.
     public var requestTimeout: Duration = .seconds(10)
     /// At most this many requests wait for answers at once; one more fails at once with `.tooManyInFlight`.
@@ -264,7 +267,7 @@ public struct AgentConfiguration: Sendable, Equatable {
     public var topics: Topics { Topics(root: topicRoot) }
 
     /// The dialects `dialects` names, on `topicRoot`.
-    package var wire: Dialects { Dialects(names: dialects, topics: topics) }
+    package var wire: Dialects { Dialects(names: dialects, topics: topics, products: deviceProducts) }
 
     /// A client id of its own for a short-lived command, made from the agent's client id, so that it never takes
     /// over the daemon's session.
@@ -318,6 +321,33 @@ public struct AgentConfiguration: Sendable, Equatable {
             guard let names = stringList(v, trimming: true), !names.isEmpty, Set(names).count == names.count,
                   names.allSatisfy(Dialects.names.contains) else { return false }
             c.dialects = names
+            return true
+        }),
+        ("deviceProducts", "THING_AGENT_DEVICE_PRODUCTS", { c, v in
+            // From the environment or a flag: the object as JSON text, or `id=product,id=product`.
+            var value = v
+            if let text = v.stringValue {
+                if text.hasPrefix("{") {
+                    guard let parsed = try? JSONParser.parse(Array(text.utf8)) else { return false }
+                    value = parsed
+                } else {
+                    var pairs = JSONObject()
+                    for pair in text.split(separator: ",") {
+                        let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                        guard parts.count == 2 else { return false }
+                        pairs[parts[0]] = .string(parts[1])
+                    }
+                    value = .object(pairs)
+                }
+            }
+            guard let object = value.objectValue else { return false }
+            var products: [String: String] = [:]
+            for (device, product) in object {
+                guard DeviceID.isValid(device), let product = product.stringValue, !product.isEmpty,
+                      product.utf8.count <= 64 else { return false }
+                products[device] = product
+            }
+            c.deviceProducts = products
             return true
         }),
         ("database", "THING_AGENT_DB", { c, v in set(&c.cache.database, v) }),

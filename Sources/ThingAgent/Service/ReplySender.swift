@@ -40,7 +40,9 @@ final class ReplySender: Sendable {
             let image = agent.firmwareCatalog.latest(for: info?.productId)
             known = .firmware(image.flatMap { FirmwareVersion.isNewer($0.version, than: info?.firmwareVersion) ? $0 : nil })
         case .subDevices:
-            known = .subDevices(agent.cache.subDevices(of: device).map(\.id))
+            known = .subDevices(agent.cache.subDevices(of: device).map { ($0.id, $0.info.productId) })
+        case .thingModel:
+            known = .thingModel(agent.models.model(for: agent.cache.device(device)?.info.productId))
         }
         if let message = dialect.answer(query, device: device, with: known) { send(message) }
     }

@@ -258,6 +258,10 @@ package enum CacheSchema {
                 digest       INTEGER NOT NULL
             ) WITHOUT ROWID;
             """),
+        // The wire dialect a device speaks when its id does not say (a TuyaLink device): requests go out in it.
+        Migration(version: 14, name: "a device's dialect", sql: """
+            ALTER TABLE devices ADD COLUMN dialect TEXT;
+            """),
     ]
 
     /// A connection of its own to the cache file, migrated unless `readOnly` (a reader must not migrate).

@@ -219,6 +219,9 @@ extension DeviceInfo {
         Field(key: "hardwareInfo", column: "hardware_info", type: .object),
         /// Keys and values attached to the device (Alink's device tags); `tags` replaces them all in an info report.
         Field(key: "tags", column: "tags", type: .object),
+        /// The wire dialect it speaks (`tuyalink`, `alink`; none for a native device), recorded when the agent
+        /// first hears it: requests go out in it (`Dialects.dialect(for:info:)`).
+        Field(key: "dialect", column: "dialect", type: .string),
     ]
 
     static package let indexByKey: [String: Int] = Dictionary(uniqueKeysWithValues: fields.enumerated().map { ($1.key, $0) })

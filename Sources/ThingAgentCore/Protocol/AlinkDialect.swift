@@ -357,7 +357,7 @@ package struct AlinkDialect: Dialect {
             return Self.reply("/sys/\(pk)/\(dn)/thing/ota/firmware/get_reply", to: request,
                               method: "thing.ota.firmware.get", data: data)
         case (.subDevices, .subDevices(let devices)):
-            let list = devices.compactMap(Self.split).map { sub in
+            let list = devices.compactMap { Self.split($0.id) }.map { sub in
                 JSONValue.object(JSONObject([("productKey", .string(String(sub.productKey))),
                                              ("deviceName", .string(String(sub.deviceName)))]))
             }

@@ -83,10 +83,14 @@ package protocol Dialect: Sendable {
         -> OutboundMessage?
     /// The answer to a device's `.query`, from what the agent knows; nil when the dialect asks no such question.
     func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage?
+    /// Why `kind` must not be sent to `device` of `productId` (the product the cache knows, nil for none), before
+    /// anything is published; nil when it may.
+    func refusal(_ kind: RequestKind, device: String, productId: String?) -> String?
 }
 
 extension Dialect {
     package func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage? { nil }
+    package func refusal(_ kind: RequestKind, device: String, productId: String?) -> String? { nil }
 }
 
 /// The dialects the agent speaks. A topic is tried on the native dialect first, so that its messages pay for
@@ -102,15 +106,19 @@ package struct Dialects: Sendable {
 
     /// The dialects beside the native one, by their name in config `dialects`: one table, so that a name the
     /// config takes always makes its dialect.
-    private static let vendors: [String: @Sendable () -> any Dialect] = ["alink": { AlinkDialect() }]
+    private static let vendors: [String: @Sendable (_ products: [String: String]) -> any Dialect] = [
+        "alink": { _ in AlinkDialect() },
+        TuyaLinkDialect.name: { TuyaLinkDialect(products: $0) },
+    ]
 
     /// The names config `dialects` takes.
     package static let names = ["native"] + vendors.keys.sorted()
 
-    /// The dialects `names` names (unknown names are left out), the native one on `topics`.
-    package init(names: [String], topics: Topics) {
+    /// The dialects `names` names (unknown names are left out), the native one on `topics`; `products` the
+    /// products of devices whose wire never names them (config `deviceProducts`).
+    package init(names: [String], topics: Topics, products: [String: String] = [:]) {
         native = names.contains("native") ? NativeDialect(topics: topics) : nil
-        let spoken = names.compactMap { Self.vendors[$0]?() }
+        let spoken = names.compactMap { Self.vendors[$0]?(products) }
         // Devices that announce no status of their own are also followed by the broker's client events.
         others = spoken + (spoken.contains { $0.trafficMeansOnline } ? [BrokerLog(dialects: spoken)] : [])
     }
@@ -128,11 +136,13 @@ package struct Dialects: Sendable {
         throw .notAThingTopic
     }
 
-    /// The dialect requests to `device` go out in; nil when none addresses it. `productId`, the product the
-    /// cache knows for it, tells a native device whose id merely looks like another dialect's (`my.lamp` of
-    /// product `p-light-1` is no Alink device of product key `my`) from one of that dialect.
-    package func dialect(for device: String, productId: String? = nil) -> (any Dialect)? {
-        others.first { dialect in
+    /// The dialect requests to `device` go out in; nil when none addresses it. `known`, the dialect the cache
+    /// recorded for it (`info.dialect`), decides first; `productId`, the product the cache knows for it, tells a
+    /// native device whose id merely looks like another dialect's (`my.lamp` of product `p-light-1` is no Alink
+    /// device of product key `my`) from one of that dialect.
+    package func dialect(for device: String, known: String? = nil, productId: String? = nil) -> (any Dialect)? {
+        if let known { return all.first { $0.name == known } }
+        return others.first { dialect in
             guard dialect.addresses(device) else { return false }
             guard let productId, let claimed = dialect.identity(of: device)?["productId"]?.stringValue else {
                 return true

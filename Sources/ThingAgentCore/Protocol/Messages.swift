@@ -76,8 +76,10 @@ package struct DeviceQuery: Sendable, Equatable {
         /// The firmware it should run (Alink `thing/ota/firmware/get`): the catalog's image for its product when
         /// newer than the version it reports.
         case firmware
-        /// A gateway's sub-devices (Alink `thing/topo/get`): the devices linked to it.
+        /// A gateway's sub-devices (Alink `thing/topo/get`, TuyaLink `device/topo/get`): the devices linked to it.
         case subDevices
+        /// The thing model of the device's product (TuyaLink `thing/model/get`).
+        case thingModel
     }
 
     package var kind: Kind
@@ -93,7 +95,8 @@ package struct DeviceQuery: Sendable, Equatable {
 /// What the agent knows to answer a `DeviceQuery` with.
 package enum QueryAnswer: Sendable {
     case firmware(FirmwareCatalog.Image?)
-    case subDevices([String])
+    case subDevices([(id: String, productId: String?)])
+    case thingModel(ThingModel?)
 }
 
 /// A message for one device, inside a `.batch`.

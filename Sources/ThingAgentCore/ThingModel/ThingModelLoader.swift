@@ -43,6 +43,7 @@ public struct ThingModels: Sendable {
         func fail(_ reason: String) -> LoadError { LoadError(.thingModel, source: file, reason) }
         let root = try ConfigFile.json(bytes, .thingModel, source: file)
         if AlinkTSL.matches(root) { return try AlinkTSL.parse(root, fail: fail) }
+        if TuyaModel.matches(root) { return try TuyaModel.parse(root, file: file, fail: fail) }
         guard let productId = root["productId"]?.stringValue, !productId.isEmpty else {
             throw fail("needs a 'productId' string")
         }

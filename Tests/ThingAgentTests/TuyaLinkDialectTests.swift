@@ -255,6 +255,17 @@ struct TuyaLinkTopicsTests {
         #expect(topics("thing-agent-cli", "write") == ["tylink/+/thing/property/set", "tylink/+/thing/action/execute"])
     }
 
+    @Test func theTuyaLinkListenersACLIsTheTable() throws {
+        let acl = try String(contentsOfFile: TestSupport.repositoryRoot() + "/deploy/mosquitto-tuyalink.acl", encoding: .utf8)
+        let lines = acl.split(separator: "\n").filter { !$0.hasPrefix("#") }.map(String.init)
+        #expect(lines.allSatisfy { $0.hasPrefix("pattern ") }, "every client there has a user name: patterns only")
+        func topics(_ access: String) -> Set<String> {
+            Set(lines.filter { $0.hasPrefix("pattern \(access) ") }.map { String($0.dropFirst("pattern \(access) ".count)) })
+        }
+        #expect(topics("write") == Set(TuyaLinkTopics.filters(of: "+", gateway: true, publisher: .device)))
+        #expect(topics("read") == Set(TuyaLinkTopics.filters(of: "+", gateway: true, publisher: .agent)))
+    }
+
     @Test func everyTopicTheAgentSendsIsOneADeviceReads() throws {
         let tuya = TuyaLinkDialect()
         let reads = Set(TuyaLinkTopics.filters(of: "d1", gateway: true, publisher: .agent))

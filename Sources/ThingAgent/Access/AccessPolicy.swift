@@ -52,8 +52,9 @@ struct AccessPolicy: Sendable {
 
     private var root: String { topics.root }
 
-    /// The dialect names a pairing may be for (`Pairing.dialect`): `alink`; nil is the native one.
-    static let pairingDialects = Dialects.names.filter { $0 != "native" }
+    /// The dialect names a pairing may be for (`Pairing.dialect`): `alink`; nil is the native one. Not TuyaLink:
+    /// its devices sign their own login, which the broker cannot check (docs/protocol.md, "TuyaLink").
+    static let pairingDialects = Dialects.names.filter { $0 != "native" && $0 != TuyaLinkDialect.name }
 
     /// The broker user a provisioned device connects as: its id, or an Alink device's Linkkit user name
     /// `<deviceName>&<productKey>`.

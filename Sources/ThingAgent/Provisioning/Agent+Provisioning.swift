@@ -89,6 +89,11 @@ extension Agent {
         let asked = dialect
         var dialect = dialect == "native" ? nil : dialect
         if let dialect {
+            guard dialect != TuyaLinkDialect.name else {
+                throw ProvisioningError(.invalid, "a TuyaLink device signs its own login, which the broker cannot "
+                                        + "check: connect it to the TuyaLink listener (deploy/mosquitto-tuyalink.conf) "
+                                        + "and register its product in config deviceProducts")
+            }
             guard AccessPolicy.pairingDialects.contains(dialect) else {
                 throw ProvisioningError(.invalid, "the dialect must be one of native, "
                                         + AccessPolicy.pairingDialects.joined(separator: ", "))

@@ -1,7 +1,7 @@
 import Foundation
 
-/// PEM files made with the openssl CLI for one test broker: a CA, a server certificate for 127.0.0.1 and localhost,
-/// a client certificate, and a second CA that signed none of them.
+/// PEM files made with the openssl CLI for one test broker: a CA, a server certificate for 127.0.0.1 (named as an IP
+/// and as a DNS name) and localhost, a client certificate, and a second CA that signed none of them.
 public struct TestCertificates: Sendable {
     public var caFile: String
     public var serverCertFile: String
@@ -46,18 +46,17 @@ public struct TestCertificates: Sendable {
         }
         try makeCA("ca", "/CN=thing-agent test CA")
         try makeCA("wrong-ca", "/CN=unrelated test CA")
-        try makeLeaf(
-            "server", "/CN=localhost",
-            extensions: "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+        // DNS:127.0.0.1 besides the IP entry: mbedTLS 2.16 (in Tuya's device SDK) matches a host only against the CN
+        // and the DNS names, so it verifies 127.0.0.1 only with that entry; OpenSSL uses the IP entry.
+        let serverNames = "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:127.0.0.1\nextendedKeyUsage=serverAuth\n"
+        try makeLeaf("server", "/CN=localhost", extensions: serverNames)
         try makeLeaf("client", "/CN=test-client", extensions: "extendedKeyUsage=clientAuth\n")
         try makeLeaf(
             "wrong-host", "/CN=elsewhere.example",
             extensions: "subjectAltName=DNS:elsewhere.example\nextendedKeyUsage=serverAuth\n")
         // OpenSSL 3.0's x509 has no -not_after; a negative -days puts notAfter before now (and before notBefore),
         // which verification reports as "certificate has expired".
-        try makeLeaf(
-            "expired", "/CN=localhost",
-            extensions: "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n", days: -1)
+        try makeLeaf("expired", "/CN=localhost", extensions: serverNames, days: -1)
         return TestCertificates(
             caFile: path("ca.crt"), serverCertFile: path("server.crt"), serverKeyFile: path("server.key"),
             clientCertFile: path("client.crt"), clientKeyFile: path("client.key"), wrongCAFile: path("wrong-ca.crt"),

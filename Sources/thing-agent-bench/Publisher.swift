@@ -63,6 +63,20 @@ func alinkPosts(count: Int, devices: Int) -> [(topic: String, payload: [UInt8])]
     }
 }
 
+/// TuyaLink property reports as Tuya's C SDK sends them: a `msgId` counting from "0" per device, `time` in seconds,
+/// each value with its own time in seconds (`{"value","time"}`), no `sys.ack` (the SDK's plain report).
+func tuyaLinkReports(count: Int, devices: Int) -> [(topic: String, payload: [UInt8])] {
+    let base: Int64 = 1_764_450_000
+    return (0..<count).map { n in
+        let time = base + Int64(n / devices)
+        let payload = """
+            {"msgId":"\(n / devices)","time":\(time),"data":{"switch_1":{"value":\(n % 2 == 0),"time":\(time)},\
+            "cur_power":{"value":\(10 + n % 990),"time":\(time)},"mode":{"value":"white","time":\(time)}}}
+            """
+        return ("tylink/tl\(n % devices)/thing/property/report", Array(payload.utf8))
+    }
+}
+
 func signalReports(count: Int, devices: Int, root: String = "things") -> [(topic: String, payload: [UInt8])] {
     let base: Int64 = 1_764_450_000_000
     return (0..<count).map { n in

@@ -103,6 +103,12 @@ report.add("raw mosquitto_sub, QoS 1 Alink property posts", "\(format(rawAlink))
 let (agentAlink, agentAlinkCPU) = try await ingest.agent(posts, qos: .atLeastOnce, dialects: ["native", "alink"])
 report.add("thing-agent, QoS 1 Alink property posts, each answered", "\(format(agentAlink)) msg/s",
            "ratio \(format(agentAlink / rawAlink, 2)), \(format(agentAlinkCPU, 1)) µs CPU/msg")
+let tuya = tuyaLinkReports(count: count, devices: 1000)
+let (rawTuya, rawTuyaCPU) = try await ingest.rawClient(tuya, filter: "tylink/+/thing/property/report", qos: .atLeastOnce)
+report.add("raw mosquitto_sub, QoS 1 TuyaLink property reports", "\(format(rawTuya)) msg/s", "\(format(rawTuyaCPU, 1)) µs CPU/msg")
+let (agentTuya, agentTuyaCPU) = try await ingest.agent(tuya, qos: .atLeastOnce, dialects: ["native", "tuyalink"])
+report.add("thing-agent, QoS 1 TuyaLink property reports", "\(format(agentTuya)) msg/s",
+           "ratio \(format(agentTuya / rawTuya, 2)), \(format(agentTuyaCPU, 1)) µs CPU/msg")
 }
 
 if section("ingest") || section("daemon") {

@@ -165,6 +165,10 @@ struct TuyaLinkDialectTests {
         let tooBig = try JSONParser.parse(try #require(tuya.answer(DeviceQuery(.thingModel, id: "8"), device: "dev1",
                                                                   with: .thingModel(huge))).payload)
         #expect(tooBig["code"] == 413, "the SDK drops a downlink over 2,048 bytes without a word")
+        let many = (0..<100).map { (id: "sub-device-number-\($0)", productId: Optional("p-th")) }
+        let listed = try #require(tuya.answer(DeviceQuery(.subDevices, id: "9"), device: "gw1", with: .subDevices(many)))
+        let entries = try JSONParser.parse(listed.payload)["data"]?.arrayValue ?? []
+        #expect(TuyaLinkDialect.fits(listed) && entries.count > 10 && entries.count < 100, "as many as fit: \(entries.count)")
     }
 
     @Test func productsIdentityAndWhichDialectARequestSpeaks() throws {
@@ -293,7 +297,7 @@ struct TuyaLinkTopicsTests {
         }
         for message in sent {
             #expect(reads.contains(message.topic), "\(message.topic)")
-            #expect(message.payload.count <= TuyaLinkDialect.maxDownlinkBytes)
+            #expect(TuyaLinkDialect.fits(message))
             #expect((try? JSONParser.parse(message.payload)) != nil, "the SDK crashes on a payload that is not JSON")
         }
     }

@@ -490,6 +490,11 @@ public final class Agent: Sendable {
                 tracker.fail(msgId, .unsupported(deviceId: deviceId, reason: "\(dialect.name) has no \(kind.rawValue)"))
                 return ended(msgId, await tracker.wait(for: msgId, timeout: .seconds(1)))
             }
+            if let limit = dialect.maxDownlinkBytes, request.payload.count + request.topic.utf8.count > limit {
+                tracker.fail(msgId, .unsupported(deviceId: deviceId, reason: "the request is \(request.payload.count) "
+                                                 + "bytes; \(dialect.name) devices take at most \(limit)"))
+                return ended(msgId, await tracker.wait(for: msgId, timeout: .seconds(1)))
+            }
             outbound = request
         } catch {
             return ended(nil, .failure(error))

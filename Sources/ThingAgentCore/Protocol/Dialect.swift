@@ -86,11 +86,14 @@ package protocol Dialect: Sendable {
     /// Why `kind` must not be sent to `device` of `productId` (the product the cache knows, nil for none), before
     /// anything is published; nil when it may.
     func refusal(_ kind: RequestKind, device: String, productId: String?) -> String?
+    /// The largest message its devices take (nil: no limit but the broker's); a longer request is refused.
+    var maxDownlinkBytes: Int? { get }
 }
 
 extension Dialect {
     package func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage? { nil }
     package func refusal(_ kind: RequestKind, device: String, productId: String?) -> String? { nil }
+    package var maxDownlinkBytes: Int? { nil }
 }
 
 /// The dialects the agent speaks. A topic is tried on the native dialect first, so that its messages pay for

@@ -382,8 +382,17 @@ package struct TuyaLinkDialect: Dialect {
         return OutboundMessage(topic: topic, payload: JSONValue.object(payload).serializedBytes(), qos: 0)
     }
 
-    /// The SDK drops a downlink over this many bytes without a word.
+    /// The SDK drops a downlink over this many bytes without a word (its MQTT buffer holds the whole packet: the
+    /// topic and the payload).
     package static let maxDownlinkBytes = 2048
+    /// What of that a message's topic and payload may take: the rest is the packet's header and id, with room.
+    package static let maxMessageBytes = maxDownlinkBytes - 100
+    package var maxDownlinkBytes: Int? { Self.maxMessageBytes }
+
+    /// Whether the SDK takes `message` (its topic and payload within `maxMessageBytes`).
+    package static func fits(_ message: OutboundMessage) -> Bool {
+        message.topic.utf8.count + message.payload.count <= maxMessageBytes
+    }
 
     package func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage? {
         let now = Timestamp.now()
@@ -396,18 +405,22 @@ package struct TuyaLinkDialect: Dialect {
                                   message: "no thing model is known for this device's product")
             }
             let reply = Self.reply(topic, msgId: query.id, arrival: now, data: .object(TuyaModel.json(model)))
-            guard reply.payload.count <= Self.maxDownlinkBytes else {
-                return Self.reply(topic, msgId: query.id, arrival: now, code: 413,
-                                  message: "the model is \(reply.payload.count) bytes; the device SDK takes at most 2048")
+            guard Self.fits(reply) else {
+                return Self.reply(topic, msgId: query.id, arrival: now, code: 413, message: "the model is "
+                                  + "\(reply.payload.count) bytes; Tuya's device SDK takes \(Self.maxMessageBytes) at most")
             }
             return reply
         case (.subDevices, .subDevices(let devices)):
-            var list: [JSONValue] = []
+            // As many as the SDK takes in one answer (each entry about 100 bytes at most).
+            var list: [JSONValue] = [], size = 0
             for (index, sub) in devices.enumerated() {
                 var entry = JSONObject([("deviceId", .string(sub.id)), ("clientId", .string(sub.id))])
                 if let product = sub.productId { entry["productId"] = .string(product) }
                 entry["indexId"] = .integer(Int64(index + 1))
-                list.append(.object(entry))
+                let value = JSONValue.object(entry)
+                size += value.serializedBytes().count + 1
+                guard size <= Self.maxMessageBytes - 200 else { break }
+                list.append(value)
             }
             return Self.reply("tylink/\(device)/device/topo/get_response", msgId: query.id, arrival: now, data: .array(list))
         case (.firmware, .firmware(let image)):

@@ -126,7 +126,8 @@ struct TuyaLinkDialectTests {
     @Test func firmwareTimeModelAndDesiredQuestions() throws {
         let (_, firmware, _) = try decode("tylink/dev1/ota/firmware/report",
             #"{"msgId":"1","time":1700000000,"data":{"bizType":"INIT","otaChannel":[{"channel":9,"version":"0.9"},{"channel":0,"version":"1.1.6"}]}}"#)
-        #expect(firmware == .info(JSONObject([("firmwareVersion", "1.1.6")]), time: 1_700_000_000_000))
+        // At its arrival: the seconds of its time would lose to the information recorded when it was first heard.
+        #expect(firmware == .info(JSONObject([("firmwareVersion", "1.1.6")]), time: arrival))
         let (_, progress, _) = try decode("tylink/dev1/ota/progress/report", #"{"msgId":"2","time":1700000000,"data":{"channel":0,"progress":40}}"#)
         guard case .otaProgress(let report) = progress else { Issue.record("\(progress)"); return }
         #expect(report.stage == .downloading && report.progress == 40)

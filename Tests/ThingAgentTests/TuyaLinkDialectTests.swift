@@ -2,6 +2,7 @@ import Foundation
 import JSON
 import Testing
 import TestSupport
+@testable import ThingAgent
 @testable import ThingAgentCore
 
 /// The TuyaLink dialect on its own (pure): which topics are its, what each carries, the answers the platform owes,
@@ -254,6 +255,22 @@ struct TuyaLinkTopicsTests {
         #expect(topics("thing-agent", "write") == Set(TuyaLinkTopics.filters(of: "+", gateway: true, publisher: .agent)))
         #expect(topics("thing-agent-cli", "read") == devices)
         #expect(topics("thing-agent-cli", "write") == ["tylink/+/thing/property/set", "tylink/+/thing/action/execute"])
+    }
+
+    /// With provisioning the broker's dynamic-security roles hold what the static ACL's lines do: the agent sends every
+    /// request and answer and reads every device message, the operators' CLI reads the same and sends sets and actions.
+    @Test func theDynamicSecurityRolesGiveTheAgentAndTheCLITheirTuyaLinkTopics() {
+        let policy = AccessPolicy(topics: Topics(root: "things"), agentClientID: "thing-agent",
+                                  eventsTopic: "thing-agent/events", replyPrefix: "thing-agent/replies/")
+        func topics(_ role: Set<RoleACL>, _ type: String) -> Set<String> {
+            Set(role.filter { $0.type == type && $0.topic.hasPrefix("tylink/") }.map(\.topic))
+        }
+        let devices = Set(TuyaLinkTopics.filters(of: "+", gateway: true, publisher: .device))
+        #expect(topics(policy.agentRole, "publishClientSend") == Set(TuyaLinkTopics.filters(of: "+", gateway: true,
+                                                                                            publisher: .agent)))
+        #expect(topics(policy.agentRole, "subscribePattern") == devices)
+        #expect(topics(policy.cliRole, "publishClientSend") == ["tylink/+/thing/property/set", "tylink/+/thing/action/execute"])
+        #expect(topics(policy.cliRole, "subscribePattern") == devices)
     }
 
     @Test func theTuyaLinkListenersACLIsTheTable() throws {

@@ -268,7 +268,7 @@ extension Simulator {
             }
             ids = bound
         } else {
-            Console.error("simulate: \(gateway.id) got no answer to its bind within \(Self.bindTimeout) (does the "
+            Console.error("simulate: \(gateway.id) got no answer to its bind within \(Self.bindTimeout.components.seconds) s (does the "
                           + "agent speak tuyalink?); it logs its sub-devices in all the same")
         }
         await connection.publish(gateway.tuyaLinkLogin(ids, now: Timestamp.current))

@@ -10,7 +10,7 @@ enum SimulateCommand: Command {
         usage: """
             thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--dialect D[,D...]] [--seed N]
               [--duration S] [--provision [--credentials FILE]] [--tuyalink-broker URL] [options]
-            thing-agent simulate [fleet options] --device-products
+                   thing-agent simulate [fleet options] --device-products
             """,
         options: [
             OptionSpec(name: "devices", valueName: "N", help: "plain Wi-Fi devices (lights; default 10)"),

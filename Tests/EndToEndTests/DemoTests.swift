@@ -16,6 +16,7 @@ struct DemoTests {
     final class Demo: Sendable {
         let directory: String
         let port: Int
+        let tuyaLinkPort: Int
         let metricsPort: Int
 
         init() throws {
@@ -25,13 +26,15 @@ struct DemoTests {
             try FileManager.default.createSymbolicLink(atPath: directory + "/Config",
                                                        withDestinationPath: repositoryRoot() + "/Config")
             port = try freeLoopbackPort()
+            tuyaLinkPort = try freeLoopbackPort()
             metricsPort = try freeLoopbackPort()
         }
 
         /// Started as from a shell (`DaemonProcess` gives it a clean signal mask, so the script's trap hears SIGTERM).
         func start(log: String) throws -> DaemonProcess {
             try DaemonProcess(repositoryRoot() + "/scripts/demo", [thingAgentExecutable()], environment: [
-                "THING_AGENT_DEMO_PORT": "\(port)", "THING_AGENT_METRICS": "127.0.0.1:\(metricsPort)",
+                "THING_AGENT_DEMO_PORT": "\(port)", "THING_AGENT_DEMO_TUYALINK_PORT": "\(tuyaLinkPort)",
+                "THING_AGENT_METRICS": "127.0.0.1:\(metricsPort)",
             ], logPath: directory + "/" + log, directory: directory)
         }
 
@@ -70,6 +73,7 @@ struct DemoTests {
 
         deinit {
             releaseLoopbackPort(port)
+            releaseLoopbackPort(tuyaLinkPort)
             releaseLoopbackPort(metricsPort)
             try? FileManager.default.removeItem(atPath: directory)
         }
@@ -87,12 +91,18 @@ struct DemoTests {
         }
     }
 
+    /// The demo's fleet: 28 native and Alink devices that pair through the agent, and 12 TuyaLink devices that do
+    /// not (they connect to the broker's TuyaLink listener, their products given to the agent).
+    static let fleetSize = 40
+
     static func walkThrough(_ demo: Demo, started: (DaemonProcess) -> Void) async throws {
         let first = try demo.start(log: "demo.out")
         started(first)
-        try await waitUntil(timeout: .seconds(120)) { await demo.online().count == 28 }
+        try await waitUntil(timeout: .seconds(120)) { await demo.online().count == fleetSize }
         #expect(demo.file("data/simulate.log").contains("28 devices paired and activated through the daemon"))
         #expect(demo.file("data/demo.env").contains("/Config/agent.json\n"), "\(demo.file("data/demo.env"))")
+        #expect(demo.file("data/demo.env").contains(#"THING_AGENT_DEVICE_PRODUCTS='{"tl-gw-0dd7-04":"p-gateway-1""#),
+                "\(demo.file("data/demo.env"))")
 
         // The README's demo commands, with no --db and no credentials on the command line.
         let edit = try await demo.shell("thing-agent edit dev-0dd7-01 --name 'Kitchen light' --room Kitchen")
@@ -108,7 +118,7 @@ struct DemoTests {
             guard let info = try? await demo.shell("thing-agent info dev-0dd7-01 --json") else { return false }
             return (try? JSONParser.parse(info.stdout))?["properties"]?["bright_value"] == 500
         }
-        // Half the fleet speaks Alink (Config/agent.json's dialects): an Alink light paired as one is listed with
+        // A third of the fleet speaks Alink (Config/agent.json's dialects): an Alink light paired as one is listed with
         // its name and its values as it posted them (booleans as 0/1), and a set reaches it through the daemon.
         let alink = "a1Light1.dev-0dd7-09"
         let listed = try await demo.shell("thing-agent devices")
@@ -124,6 +134,25 @@ struct DemoTests {
             guard let info = try? await demo.shell("thing-agent info \(alink) --json") else { return false }
             return (try? JSONParser.parse(info.stdout))?["properties"]?["bright_value"] == 400
         }
+        // A third speaks TuyaLink: a light, listed online with the product the agent was given and its values (booleans
+        // as booleans), takes a set; a gateway's sensor, bound and logged in, is linked to it and reports.
+        let tuyaLink = "tl-dev-0dd7-17"
+        #expect(listed.stdout.split(separator: "\n").contains { $0.hasPrefix(tuyaLink + " ") && $0.contains(" online ") },
+                "\(listed.stdout)")
+        let tuyaLinkInfo = try JSONParser.parse(try await demo.shell("thing-agent info \(tuyaLink) --json").stdout)
+        #expect(tuyaLinkInfo["productId"] == "p-light-1" && tuyaLinkInfo["dialect"] == "tuyalink", "\(tuyaLinkInfo)")
+        let tuyaLinkSwitch = try #require(tuyaLinkInfo["properties"]?["switch_1"], "\(tuyaLinkInfo)")
+        #expect(tuyaLinkSwitch == true || tuyaLinkSwitch == false)
+        let tuyaLinkSet = try await demo.shell("thing-agent set \(tuyaLink) bright_value=300")
+        #expect(tuyaLinkSet.status == 0 && tuyaLinkSet.stdout.contains("applied"), "\(tuyaLinkSet.stdout) \(tuyaLinkSet.stderr)")
+        try await waitUntil(timeout: .seconds(10)) {
+            guard let info = try? await demo.shell("thing-agent info \(tuyaLink) --json") else { return false }
+            return (try? JSONParser.parse(info.stdout))?["properties"]?["bright_value"] == 300
+        }
+        let sensor = try JSONParser.parse(try await demo.shell("thing-agent info tl-sub-0dd7-04-01 --json").stdout)
+        #expect(sensor["online"] == true && sensor["gatewayId"] == "tl-gw-0dd7-04" && sensor["productId"] == "p-sensor-1"
+                && sensor["properties"]?.objectValue?.isEmpty == false, "\(sensor)")
+
         // The shipped firmware catalog is loaded: every light is behind its latest version.
         let firmware = try await demo.shell("thing-agent firmware --outdated --json")
         #expect(firmware.status == 0, "\(firmware.stderr)")
@@ -162,7 +191,7 @@ struct DemoTests {
         try await waitUntil(timeout: .seconds(120)) {
             demo.file("data/simulate.log").contains("28 with the credentials they kept")
         }
-        try await waitUntil(timeout: .seconds(60)) { await demo.online().count == 28 }
+        try await waitUntil(timeout: .seconds(60)) { await demo.online().count == fleetSize }
         try await demo.stop(second)
     }
 }

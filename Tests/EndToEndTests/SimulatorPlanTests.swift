@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import MQTT
 import Testing
 import TestSupport
 import ThingAgent
@@ -152,6 +153,47 @@ struct SimulatorPlanTests {
         #expect(mixed.map(\.firmwareVersion) == native.map(\.firmwareVersion))
         options.dialects = [.alink]
         #expect(FleetPlan.make(options).allSatisfy { $0.dialect == .alink && $0.alink != nil })
+
+        // Three dialects: a third each, in that order. A TuyaLink device is `tl-` before the native id (no dot: an
+        // Alink id has one), of the native product, with no Wi-Fi scan or replacement ability.
+        options.devices = 6
+        options.gateways = 3
+        options.dialects = [.native, .alink, .tuyalink]
+        let three = FleetPlan.make(options)
+        #expect(three.map(\.id) == [
+            "gw-0dd7-1", "sub-0dd7-1-1", "a1Gateway1.gw-0dd7-2", "a1Sensor1.sub-0dd7-2-1", "tl-gw-0dd7-3",
+            "tl-sub-0dd7-3-1", "dev-0dd7-1", "dev-0dd7-2", "a1Light1.dev-0dd7-3", "a1Light1.dev-0dd7-4",
+            "tl-dev-0dd7-5", "tl-dev-0dd7-6",
+        ])
+        let tuyaLink = three.filter { $0.dialect == .tuyalink }
+        #expect(tuyaLink.map(\.productId) == ["p-gateway-1", "p-sensor-1", "p-light-1", "p-light-1"])
+        #expect(tuyaLink.allSatisfy { $0.abilities.isEmpty && !$0.id.contains(".") && DeviceID.isValid($0.id) })
+        #expect(three[5].gatewayId == "tl-gw-0dd7-3")
+        // The agent is given the products of the directly connected ones; a sub-device's comes with its bind.
+        #expect(FleetPlan.deviceProducts(three)
+                == ["tl-gw-0dd7-3": "p-gateway-1", "tl-dev-0dd7-5": "p-light-1", "tl-dev-0dd7-6": "p-light-1"])
+        #expect(FleetPlan.deviceProducts(native).isEmpty)
+    }
+
+    /// The demo's fleet (scripts/demo) adds TuyaLink devices after the native and Alink ones it had: every id the
+    /// native,alink fleet of the README had stays, and the new gateway and lights are TuyaLink's.
+    @Test func theDemoFleetKeepsItsIdsAndAddsTuyaLinkDevices() {
+        var options = SimulatorOptions()
+        options.seed = 7
+        options.subdevicesPerGateway = 3
+        options.devices = 16
+        options.gateways = 3
+        options.dialects = [.native, .alink]
+        let before = FleetPlan.make(options)
+        options.devices = 24
+        options.gateways = 4
+        options.dialects = [.native, .alink, .tuyalink]
+        let after = FleetPlan.make(options)
+        #expect(Set(before.map(\.id)).isSubset(of: after.map(\.id)))
+        let added = after.filter { !before.map(\.id).contains($0.id) }
+        #expect(added.allSatisfy { $0.dialect == .tuyalink }, "\(added.map(\.id))")
+        #expect(added.map(\.id).first == "tl-gw-0dd7-04" && added.contains { $0.id == "tl-dev-0dd7-17" })
+        #expect(before.count == 28 && after.count == 40 && after.filter { SimulatedPairing.pairs($0) }.count == 28)
     }
 
     /// Everything a simulated Alink device and gateway send is what the agent's Alink dialect reads, as Linkkit
@@ -248,6 +290,189 @@ struct SimulatorPlanTests {
         #expect(AlinkDownlink.parse("/ext/session/a1GW/g1/combine/batch_login_reply")! == ("a1GW.g1", .reply))
         #expect(AlinkDownlink.parse("/ext/ntp/a1PK/d1/response")! == ("a1PK.d1", .reply))
         #expect(AlinkDownlink.parse("things/d1/thing/properties/set") == nil)
+    }
+
+    /// A simulated TuyaLink fleet (a light, a gateway and two sensors).
+    static func tuyaLinkFleet() throws -> (gateway: VirtualDevice, subs: [VirtualDevice], light: VirtualDevice,
+                                           models: ThingModels) {
+        var options = SimulatorOptions()
+        options.devices = 1
+        options.gateways = 1
+        options.subdevicesPerGateway = 2
+        options.dialects = [.tuyalink]
+        let models = try BuiltinModels.load(directory: nil)
+        let devices = FleetPlan.make(options).map { plan in
+            VirtualDevice(plan: plan, model: models.model(for: plan.productId), topics: Topics(), seed: 1)
+        }
+        return (devices[0], [devices[1], devices[2]], devices[3], models)
+    }
+
+    /// Everything a simulated TuyaLink device and gateway send is what the agent's TuyaLink dialect reads, as Tuya's
+    /// SDK sends it: `{"msgId","time","data"}` with msgIds from "0" and times in seconds, QoS 0, nothing retained;
+    /// reports `{"code":{"value","time"}}`, its firmware, a time request, events, upgrade progress, and the gateway's
+    /// bind, login and logout naming its sub-devices, whose reports and events go every other time in its batch
+    /// report.
+    @Test func whatASimulatedTuyaLinkDeviceSendsIsWhatTheAgentReads() throws {
+        let (gateway, subs, light, models) = try Self.tuyaLinkFleet()
+        var sent = light.comingOnline(now: t0) + gateway.comingOnline(now: t0)
+        sent += [gateway.tuyaLinkBind(subs, now: t0).publication, gateway.tuyaLinkLogin(subs.map(\.id), now: t0)]
+        sent += subs[0].comingOnline(now: t0) + subs[1].comingOnline(now: t0)
+        sent += [gateway.tuyaLinkLogout(subs.map(\.id), now: t0), light.tuyaLinkProgress(50, now: t0),
+                 light.tuyaLinkProgress(-1, errorCode: "flash", now: t0)]
+        for tick in 1...200 {
+            for device in [light, gateway] + subs {
+                if let report = device.propertyReport(all: false, now: t0 + Int64(tick) * 1000, seconds: 1) {
+                    sent.append(report)
+                }
+                if let event = device.event(chance: 0.2, now: t0 + Int64(tick) * 1000) { sent.append(event) }
+            }
+        }
+        #expect(light.signalReport(now: t0) == nil, "TuyaLink has no signal report")
+        #expect(sent.allSatisfy { !$0.retain && $0.qos == .atMostOnce && $0.topic.hasPrefix("tylink/") })
+        let dialect = TuyaLinkDialect(products: ["\(light.id)": light.plan.productId])
+        var firstIds: [String: String] = [:]
+        var batched = Set<String>(), ownReports = Set<String>(), events = Set<String>()
+        for publication in sent {
+            let route = try #require(try dialect.route(publication.topic), "\(publication.topic) is not TuyaLink's")
+            let payload = try JSONParser.parse(publication.payload)
+            let time = try #require(payload["time"]?.int64Value)
+            #expect(time == t0 / 1000 || (t0 / 1000 ... t0 / 1000 + 200).contains(time), "time in seconds: \(time)")
+            if firstIds[route.device] == nil { firstIds[route.device] = payload["msgId"]?.stringValue }
+            let decoded = try publication.payload.withUnsafeBytes { try dialect.decode(route, payload: $0, arrival: t0) }
+            switch decoded.message {
+            case .properties(let values):
+                let model = try #require(models.model(for: route.device == light.id ? BuiltinModels.light
+                    : route.device == gateway.id ? BuiltinModels.gateway : BuiltinModels.sensor))
+                for (code, value) in values {
+                    var writable = try #require(model.property(code), "\(code)")
+                    writable.access = .rw
+                    #expect(throws: Never.self, "\(code) = \(value.value)") { try writable.validate(value.value) }
+                    #expect(value.time % 1000 == 0, "a property's own time in seconds")
+                }
+                ownReports.insert(route.device)
+            case .batch(let messages):
+                let named = Set(messages.map(\.device))
+                if publication.topic.hasSuffix("/thing/data/batch_report") {
+                    #expect(named.isSubset(of: subs.map(\.id)) && route.device == gateway.id, "\(messages)")
+                    batched.formUnion(named)
+                    for message in messages {
+                        if case .event(let event) = message.message {
+                            try Self.expectDescribed(event, by: models.model(for: BuiltinModels.sensor))
+                            events.insert(message.device)
+                        }
+                    }
+                } else {
+                    #expect(named == Set(subs.map(\.id)), "\(publication.topic) names every sub-device")
+                }
+            case .event(let event):
+                try Self.expectDescribed(event, by: models.model(for: route.device == light.id ? BuiltinModels.light
+                    : route.device == gateway.id ? BuiltinModels.gateway : BuiltinModels.sensor))
+                events.insert(route.device)
+                #expect(decoded.replies.count == 1, "an event is answered")
+            default:
+                break
+            }
+            if publication.topic.hasSuffix("/device/sub/bind") {
+                // The platform's answer gives each its deviceId: its client id.
+                let answer = try JSONParser.parse(try #require(decoded.replies.first).payload)
+                #expect(answer["data"]?.arrayValue?.compactMap { $0["deviceId"]?.stringValue } == subs.map(\.id))
+                #expect(answer["msgId"] == payload["msgId"])
+            }
+        }
+        // Each counts its msgIds from "0"; the sub-devices report both ways; events come from everyone.
+        #expect(firstIds[light.id] == "0" && firstIds[gateway.id] == "0", "\(firstIds)")
+        #expect(batched == Set(subs.map(\.id)) && Set(subs.map(\.id)).isSubset(of: ownReports))
+        #expect(events == Set([light.id, gateway.id] + subs.map(\.id)), "\(events)")
+        for what in ["/thing/property/report", "/thing/event/trigger", "/thing/data/batch_report", "/ota/firmware/report",
+                     "/ota/progress/report", "/ext/time/request", "/device/sub/bind", "/device/sub/login",
+                     "/device/sub/logout"] {
+            #expect(sent.contains { $0.topic.hasSuffix(what) }, "nothing on \(what)")
+        }
+        // The first full report asks for the platform's answer.
+        let first = try #require(sent.first { $0.topic == "tylink/\(light.id)/thing/property/report" })
+        #expect(try JSONParser.parse(first.payload)["sys"]?["ack"] == 1)
+    }
+
+    /// A set is answered on set_response with its msgId and no code, as Tuya's SDK does; the device then reports the
+    /// values it applied (the ones its model takes); identify is answered on execute_response, another action not at
+    /// all; an upgrade to a newer version starts, to an older one fails at once.
+    @Test func aTuyaLinkSetIsAnsweredThenTheAppliedValuesAreReported() throws {
+        let (_, subs, light, _) = try Self.tuyaLinkFleet()
+        let set = #"{"msgId":"t42","time":1764450000,"data":{"bright_value":500,"switch_1":false,"mode":"disco"}}"#
+        let reaction = light.handleTuyaLink(.propertySet, payload: Array(set.utf8), now: t0)
+        #expect(reaction.publications.map(\.topic) == ["tylink/\(light.id)/thing/property/set_response",
+                                                       "tylink/\(light.id)/thing/property/report"])
+        let answer = try JSONParser.parse(reaction.publications[0].payload)
+        #expect(answer["msgId"] == "t42" && answer["code"] == nil && answer["time"] == .integer(t0 / 1000), "\(answer)")
+        let reported = try #require(try JSONParser.parse(reaction.publications[1].payload)["data"]?.objectValue)
+        #expect(reported.keys.sorted() == ["bright_value", "switch_1"], "mode disco is not in its enum: not applied")
+        #expect(reported["bright_value"]?["value"] == 500 && reported["switch_1"]?["value"] == false)
+        #expect(light.value("bright_value") == 500)
+
+        let execute = #"{"msgId":"t43","time":1764450000,"data":{"actionCode":"identify","inputParams":{"times":5}}}"#
+        let identified = light.handleTuyaLink(.actionExecute, payload: Array(execute.utf8), now: t0)
+        let output = try JSONParser.parse(try #require(identified.publications.first).payload)
+        #expect(identified.publications.first?.topic == "tylink/\(light.id)/thing/action/execute_response")
+        #expect(output["msgId"] == "t43" && output["data"]?["actionCode"] == "identify"
+                && output["data"]?["outputParams"]?["blinked"] == 5, "\(output)")
+        let reboot = execute.replacing("identify", with: "reboot")
+        #expect(light.handleTuyaLink(.actionExecute, payload: Array(reboot.utf8), now: t0).publications.isEmpty)
+
+        let issue = #"{"msgId":"t44","time":1764450000,"data":{"channel":0,"version":"9.0.0","url":"http://x/y","size":"10","sha256":"ab","upgradeType":0}}"#
+        #expect(subs[0].handleTuyaLink(.otaIssue, payload: Array(issue.utf8), now: t0).startUpgrade == "9.0.0")
+        subs[0].endUpgrade()
+        let refused = subs[0].handleTuyaLink(.otaIssue, payload: Array(issue.replacing("9.0.0", with: "0.0.1").utf8), now: t0)
+        #expect(refused.startUpgrade == nil)
+        #expect(try JSONParser.parse(try #require(refused.publications.first).payload)["data"]?["progress"] == -1)
+
+        // The answer to a gateway's bind hands over the ids it gave.
+        let bound = #"{"msgId":"3","time":1764450000,"code":0,"data":[{"productId":"p","clientId":"a","deviceId":"a"}]}"#
+        #expect(light.handleTuyaLink(.answer(.bind), payload: Array(bound.utf8), now: t0).bound! == ("3", ["a"]))
+    }
+
+    @Test func tuyaLinkDownlinksAreParsedByTopic() {
+        #expect(TuyaLinkDownlink.parse("tylink/tl-1/thing/property/set")! == ("tl-1", .propertySet))
+        #expect(TuyaLinkDownlink.parse("tylink/tl-1/thing/action/execute")! == ("tl-1", .actionExecute))
+        #expect(TuyaLinkDownlink.parse("tylink/tl-1/ota/issue")! == ("tl-1", .otaIssue))
+        #expect(TuyaLinkDownlink.parse("tylink/gw/device/sub/bind_response")! == ("gw", .answer(.bind)))
+        #expect(TuyaLinkDownlink.parse("tylink/tl-1/thing/property/report_response")! == ("tl-1", .answer(.report)))
+        #expect(TuyaLinkDownlink.parse("tylink/tl-1/ext/time/response")! == ("tl-1", .answer(.timeRequest)))
+        #expect(TuyaLinkDownlink.parse("tylink/tl-1/thing/property/report") == nil, "what a device publishes")
+        #expect(TuyaLinkDownlink.parse("tylink/bad@id/thing/property/set") == nil)
+        #expect(TuyaLinkDownlink.parse("things/tl-1/thing/properties/set") == nil)
+    }
+
+    /// A TuyaLink device connects as Tuya's SDK does: client id `tuyalink_<id>`, the signed user name, and the
+    /// HMAC-SHA256 of `deviceId=…,timestamp=…,secureMode=1,accessType=1` keyed by its secret as password; MQTT 3.1.1,
+    /// a clean session, no will; on the TuyaLink broker when one is given.
+    @Test func aTuyaLinkDeviceSignsItsLoginAsTheSDKDoes() throws {
+        // RFC 4231's test cases 1 and 2.
+        #expect(Digest.hex(try Digest.hmacSHA256(key: [UInt8](repeating: 0x0B, count: 20), message: Array("Hi There".utf8)))
+                == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+        #expect(Digest.hex(try Digest.hmacSHA256(key: Array("Jefe".utf8), message: Array("what do ya want for nothing?".utf8)))
+                == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        var options = SimulatorOptions()
+        options.devices = 1
+        options.gateways = 0
+        options.dialects = [.tuyalink]
+        options.tuyaLinkBrokers = ["mqtt://127.0.0.1:8885"]
+        let plan = try #require(FleetPlan.make(options).first)
+        var base = MQTTConfiguration(url: "mqtt://127.0.0.1:1883", clientID: "x")
+        base.protocolVersion = .v5
+        base.username = "thing-agent-cli"
+        let mqtt = Simulator.tuyaLinkMQTT(base, plan, options: options)
+        #expect(mqtt.clientID == "tuyalink_\(plan.id)")
+        let user = try #require(mqtt.username)
+        let prefix = "\(plan.id)|signMethod=hmacSha256,timestamp="
+        #expect(user.hasPrefix(prefix) && user.hasSuffix(",secureMode=1,accessType=1"), "\(user)")
+        let timestamp = user.dropFirst(prefix.count).prefix { $0.isNumber }
+        #expect(timestamp.count == 10, "seconds")
+        let secret = Simulator.tuyaLinkSecret(plan, seed: options.seed)
+        #expect(secret.count == 16)
+        let signed = "deviceId=\(plan.id),timestamp=\(timestamp),secureMode=1,accessType=1"
+        #expect(mqtt.password == Digest.hex(try Digest.hmacSHA256(key: Array(secret.utf8), message: Array(signed.utf8))))
+        #expect(mqtt.brokers == ["mqtt://127.0.0.1:8885"] && mqtt.protocolVersion == .v311 && mqtt.cleanSession
+                && mqtt.will == nil)
     }
 
     /// An event's name and parameters are the ones its product's model describes.

@@ -3,13 +3,17 @@ import JSON
 import Testing
 import TestSupport
 import ThingAgent
+@testable import thing_agent
 
 /// `thing-agent simulate` as a child process, driven through the library.
 @Suite("thing-agent simulate", .serialized)
 struct SimulatorTests {
-    /// A daemon-role agent in this process on `broker`, with its cache in `directory`.
-    static func startAgent(_ broker: MosquittoBroker, directory: String) async throws -> (Agent, Task<Void, any Error>) {
+    /// A daemon-role agent in this process on `broker`, with its cache in `directory`, speaking `dialects`.
+    static func startAgent(_ broker: MosquittoBroker, directory: String, dialects: [String] = ["native"],
+                           deviceProducts: [String: String] = [:]) async throws -> (Agent, Task<Void, any Error>) {
         var configuration = AgentConfiguration()
+        configuration.dialects = dialects
+        configuration.deviceProducts = deviceProducts
         configuration.mqtt.broker = broker.url
         configuration.cache.database = directory + "/cache-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         configuration.mqtt.clientID = "sim-test-\(UInt32.random(in: 0...UInt32.max))"
@@ -114,6 +118,66 @@ struct SimulatorTests {
             #expect(simulator.log.contains("simulate: stopped"))
             // The moved sub-devices' own later info reports name their new gateway too.
             #expect(moving.allSatisfy { agent.cache.device($0)?.info.gatewayId == new })
+            running.cancel()
+            _ = try? await running.value
+        }
+    }
+
+    /// `--dialect native,alink,tuyalink` splits the devices and the gateways each in that order, and an agent that
+    /// speaks the three (given the TuyaLink devices' products) caches every one in its dialect, sets a light of
+    /// each, and sees every one go offline when the fleet stops.
+    @Test(.timeLimit(.minutes(2)))
+    func aFleetOfThreeDialectsIsSplitInTheirOrderAndCached() async throws {
+        var options = MosquittoBroker.Options()
+        // The broker's client events: how the agent learns that a device which announces no status has left.
+        options.extraConfig = "log_dest topic\n"
+        try await withBroker(options) { broker in
+            let directory = try makeTemporaryDirectory()
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let plans = AlinkSimulatorTests.plans(devices: 3, gateways: 3, subdevices: 1, seed: 3,
+                                                  dialects: [.native, .alink, .tuyalink])
+            #expect(plans.map(\.dialect) == [.native, .native, .alink, .alink, .tuyalink, .tuyalink, .native, .alink,
+                                              .tuyalink])
+            let products = Dictionary(uniqueKeysWithValues: FleetPlan.deviceProducts(plans).compactMap { id, product in
+                product.stringValue.map { (id, $0) }
+            })
+            let (agent, running) = try await Self.startAgent(broker, directory: directory,
+                                                             dialects: ["native", "alink", "tuyalink"],
+                                                             deviceProducts: products)
+            defer { running.cancel() }
+            let simulator = try Self.simulate(broker, [
+                "--dialect", "native,alink,tuyalink", "--devices", "3", "--gateways", "3", "--subdevices", "1",
+                "--seed", "3", "--duration", "15", "--report-interval", "1"], log: directory + "/simulate.log")
+            try await waitUntil(timeout: .seconds(30)) {
+                plans.allSatisfy { plan in
+                    guard let device = agent.cache.device(plan.id) else { return false }
+                    return device.online == true && !device.properties.isEmpty
+                }
+            }
+            for plan in plans {
+                let device = try #require(agent.cache.device(plan.id))
+                #expect(device.info.productId == plan.productId, "\(plan.id): \(device.info)")
+                switch plan.dialect {
+                case .native: #expect(device.info.name == plan.name)
+                case .alink: #expect(plan.id.hasPrefix(plan.productId + "."))
+                case .tuyalink: #expect(device.info["dialect"] == "tuyalink" && plan.id.hasPrefix("tl-"), "\(device.info)")
+                }
+                if plan.category == .subdevice { #expect(device.info.gatewayId == plan.gatewayId, "\(device.info)") }
+            }
+            // A set to the light of each dialect is answered and then reported, in its dialect's values.
+            for plan in plans where plan.category == .device {
+                let on: JSONValue = plan.dialect == .alink ? 1 : true
+                let answer = try await agent.request(.setProperties, to: plan.id, data: ["bright_value": 640, "switch_1": on])
+                #expect(answer.code == 0, "\(plan.id)")
+                try await waitUntil {
+                    let properties = agent.cache.device(plan.id)?.properties
+                    return properties?["bright_value"]?.value == 640 && properties?["switch_1"]?.value == on
+                }
+            }
+            // The duration ends the fleet: native devices say they are offline, Alink and TuyaLink gateways log
+            // their sub-devices out, and the broker says the others have left.
+            #expect(await simulator.waitForExit(timeout: .seconds(60)) == 0, "\(simulator.log)")
+            try await waitUntil(timeout: .seconds(10)) { plans.allSatisfy { agent.cache.device($0.id)?.online == false } }
             running.cancel()
             _ = try? await running.value
         }

@@ -2,6 +2,7 @@ import Foundation
 import JSON
 import Testing
 import TestSupport
+@testable import ThingAgent
 @testable import ThingAgentCore
 
 /// The TuyaLink dialect on its own (pure): which topics are its, what each carries, the answers the platform owes,
@@ -126,7 +127,8 @@ struct TuyaLinkDialectTests {
     @Test func firmwareTimeModelAndDesiredQuestions() throws {
         let (_, firmware, _) = try decode("tylink/dev1/ota/firmware/report",
             #"{"msgId":"1","time":1700000000,"data":{"bizType":"INIT","otaChannel":[{"channel":9,"version":"0.9"},{"channel":0,"version":"1.1.6"}]}}"#)
-        #expect(firmware == .info(JSONObject([("firmwareVersion", "1.1.6")]), time: 1_700_000_000_000))
+        // At its arrival: the seconds of its time would lose to the information recorded when it was first heard.
+        #expect(firmware == .info(JSONObject([("firmwareVersion", "1.1.6")]), time: arrival))
         let (_, progress, _) = try decode("tylink/dev1/ota/progress/report", #"{"msgId":"2","time":1700000000,"data":{"channel":0,"progress":40}}"#)
         guard case .otaProgress(let report) = progress else { Issue.record("\(progress)"); return }
         #expect(report.stage == .downloading && report.progress == 40)
@@ -257,6 +259,22 @@ struct TuyaLinkTopicsTests {
         #expect(topics("thing-agent", "write") == Set(TuyaLinkTopics.filters(of: "+", gateway: true, publisher: .agent)))
         #expect(topics("thing-agent-cli", "read") == devices)
         #expect(topics("thing-agent-cli", "write") == ["tylink/+/thing/property/set", "tylink/+/thing/action/execute"])
+    }
+
+    /// With provisioning the broker's dynamic-security roles hold what the static ACL's lines do: the agent sends every
+    /// request and answer and reads every device message, the operators' CLI reads the same and sends sets and actions.
+    @Test func theDynamicSecurityRolesGiveTheAgentAndTheCLITheirTuyaLinkTopics() {
+        let policy = AccessPolicy(topics: Topics(root: "things"), agentClientID: "thing-agent",
+                                  eventsTopic: "thing-agent/events", replyPrefix: "thing-agent/replies/")
+        func topics(_ role: Set<RoleACL>, _ type: String) -> Set<String> {
+            Set(role.filter { $0.type == type && $0.topic.hasPrefix("tylink/") }.map(\.topic))
+        }
+        let devices = Set(TuyaLinkTopics.filters(of: "+", gateway: true, publisher: .device))
+        #expect(topics(policy.agentRole, "publishClientSend") == Set(TuyaLinkTopics.filters(of: "+", gateway: true,
+                                                                                            publisher: .agent)))
+        #expect(topics(policy.agentRole, "subscribePattern") == devices)
+        #expect(topics(policy.cliRole, "publishClientSend") == ["tylink/+/thing/property/set", "tylink/+/thing/action/execute"])
+        #expect(topics(policy.cliRole, "subscribePattern") == devices)
     }
 
     @Test func theTuyaLinkListenersACLIsTheTable() throws {

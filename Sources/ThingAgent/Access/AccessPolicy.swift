@@ -113,6 +113,17 @@ struct AccessPolicy: Sendable {
         return Set(sent.map(RoleACL.send) + read.map(RoleACL.subscribe))
     }
 
+    /// What the agent publishes to TuyaLink devices (property sets, actions, firmware issues, and the answers their
+    /// messages are owed) and what it reads of them (`TuyaLinkTopics`). The operators' CLI (`daemon` false) reads the
+    /// same and sends sets and actions only, as in the static ACL.
+    private func tuyaLinkAgentTopics(daemon: Bool) -> Set<RoleACL> {
+        let sent = TuyaLinkTopics.filters(of: "+", gateway: true, publisher: .agent).filter { filter in
+            daemon || filter.hasSuffix("/thing/property/set") || filter.hasSuffix("/thing/action/execute")
+        }
+        let read = TuyaLinkTopics.filters(of: "+", gateway: true, publisher: .device)
+        return Set(sent.map(RoleACL.send) + read.map(RoleACL.subscribe))
+    }
+
     /// Requests, removals and the clearing of retained topics, which the agent and the operators' CLI send.
     private var requestTopics: Set<RoleACL> {
         // Every topic the agent publishes to devices, and status and info, whose retained messages a removal clears.
@@ -130,6 +141,7 @@ struct AccessPolicy: Sendable {
             .subscribe("thing-agent/#"),
         ])
         acls.formUnion(alinkAgentTopics(daemon: true))
+        acls.formUnion(tuyaLinkAgentTopics(daemon: true))
         // Home Assistant's discovery configs (its own states and commands are under thing-agent/).
         if let homeAssistantPrefix { acls.insert(.send(homeAssistantPrefix + "/#")) }
         return acls
@@ -147,6 +159,7 @@ struct AccessPolicy: Sendable {
             .denyReceive("\(root)/+/thing/activate"), .denyReceive("\(root)/+/thing/activate_response"),
         ])
         acls.formUnion(alinkAgentTopics(daemon: false))
+        acls.formUnion(tuyaLinkAgentTopics(daemon: false))
         return acls
     }
 

@@ -160,7 +160,10 @@ package struct TuyaLinkDialect: Dialect {
         case .bind, .login, .logout, .topoAdd, .topoDelete:
             return .batch(try subDevices(topic, of: device, object, time: arrival))
         case .firmwareReport:
-            return .info(JSONObject([("firmwareVersion", .string(try firmwareVersion(object)))]), time: time)
+            // At its arrival, as Alink's inform: its `time` has whole seconds only, and the device's information
+            // recorded when it was first heard (its connection, its first message) or its gateway's login carries
+            // the arrival's milliseconds, which a report made in the same second would lose to as stale.
+            return .info(JSONObject([("firmwareVersion", .string(try firmwareVersion(object)))]), time: arrival)
         case .progressReport:
             return .otaProgress(try progress(object, time: time))
         case .modelGet:

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import ThingAgent
 
 /// `thing-agent simulate`: a fleet of virtual devices on the broker that speak the whole protocol.
@@ -7,15 +8,17 @@ enum SimulateCommand: Command {
         name: "simulate",
         summary: "run virtual devices, gateways and sub-devices on the broker (for demos, tests, benchmarks)",
         usage: """
-            thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--dialect D[,D]] [--seed N]
-              [--duration S] [--provision [--credentials FILE]] [options]
+            thing-agent simulate [--devices N] [--gateways N] [--subdevices N] [--dialect D[,D...]] [--seed N]
+              [--duration S] [--provision [--credentials FILE]] [--tuyalink-broker URL] [options]
+                   thing-agent simulate [fleet options] --device-products
             """,
         options: [
             OptionSpec(name: "devices", valueName: "N", help: "plain Wi-Fi devices (lights; default 10)"),
             OptionSpec(name: "gateways", valueName: "N", help: "gateways, each able to replace the others (default 2)"),
             OptionSpec(name: "subdevices", valueName: "N", help: "sub-devices (sensors) per gateway (default 3)"),
             OptionSpec(name: "dialect", valueName: "D",
-                       help: "native or alink, or native,alink to split the fleet between them (default native)"),
+                       help: "native, alink or tuyalink, or several (native,alink,tuyalink) to split the fleet between "
+                           + "them (default native)"),
             OptionSpec(name: "report-interval", valueName: "S", help: "seconds between property reports (default 10; 0: none)"),
             OptionSpec(name: "signal-interval", valueName: "S", help: "seconds between signal reports (default 5; 0: none)"),
             OptionSpec(name: "seed", valueName: "N", help: "same seed, same ids, names and values (default: random)"),
@@ -33,6 +36,10 @@ enum SimulateCommand: Command {
                        help: "start unpaired: each device pairs through the daemon and activates (gateways their sub-devices)"),
             OptionSpec(name: "credentials", valueName: "FILE",
                        help: "with --provision: keep what the activations gave in FILE, and connect with it next time"),
+            OptionSpec(name: "tuyalink-broker", valueName: "URLS",
+                       help: "where TuyaLink devices connect (a TuyaLink listener; default: --broker)"),
+            OptionSpec(name: "device-products", valueName: nil,
+                       help: "print the deviceProducts the agent needs for the fleet's TuyaLink devices (JSON), and exit"),
         ] + CommonOptions.options,
         discussion: """
             Every device publishes its retained status (online, with a time; its will is the offline form
@@ -65,11 +72,27 @@ enum SimulateCommand: Command {
             post the values they applied, answer the service identify on identify_reply, and follow an upgrade
             push with progress steps and the new version. Alink gateways add their sub-devices to their topology
             and log them in, then post for them on their own /sys/ topics; they do no Wi-Fi scan and no gateway
-            replacement. --dialect native,alink splits the devices and the gateways each in that order (of 20
-            devices the first 10 native); a gateway's sub-devices speak its dialect.
+            replacement.
 
-            Products: p-light-1 (devices), p-gateway-1, p-sensor-1 (sub-devices), and their Alink twins a1Light1,
-            a1Gateway1, a1Sensor1 (TSL), built in; --models DIR replaces them by productId. Try it next to the agent:
+            --dialect tuyalink: the devices speak TuyaLink as Tuya's C device SDK does, on the agent's tuyalink
+            dialect (config "dialects"): id tl-<name>, client id tuyalink_<id>, the SDK's signed user name
+            (<id>|signMethod=hmacSha256,timestamp=...) and HMAC-SHA256 password, which no broker here checks;
+            MQTT 3.1.1, no will and no status, QoS 0. They report their firmware and every property when they
+            come up, report properties and now and then an event, answer thing/property/set on set_response
+            (the set's msgId, no code) and then report the values they applied, answer the action identify on
+            execute_response, and follow ota/issue with progress and their new firmware. TuyaLink gateways bind
+            their sub-devices, wait for the answer, log them in, and report for them on their own tylink/<sub>/
+            topics and in batch reports. The wire never names a directly connected device's product: give the
+            agent the fleet's (config deviceProducts or THING_AGENT_DEVICE_PRODUCTS), which --device-products
+            prints and simulate prints when it starts. They do not pair (--provision leaves them out): they
+            connect to --tuyalink-broker, a TuyaLink listener of their own (deploy/mosquitto-tuyalink.conf).
+
+            --dialect native,alink,tuyalink (or any two) splits the devices and the gateways each in that order
+            (of 24 devices the first 8 native, the next 8 Alink); a gateway's sub-devices speak its dialect.
+
+            Products: p-light-1 (devices), p-gateway-1, p-sensor-1 (sub-devices), which TuyaLink devices share,
+            and their Alink twins a1Light1, a1Gateway1, a1Sensor1 (TSL), built in; --models DIR replaces them by
+            productId. Try it next to the agent:
               thing-agent run --models Config/models &
               thing-agent simulate --devices 20 --seed 7 &
               thing-agent watch
@@ -81,6 +104,11 @@ enum SimulateCommand: Command {
         }
         let configuration = try CommonOptions.configuration(arguments)
         let options = try simulatorOptions(arguments)
+        if arguments.has("device-products") {
+            // What the agent needs before the fleet comes up: no broker, no models.
+            Console.out(JSONValue.object(FleetPlan.deviceProducts(FleetPlan.make(options))).serialized())
+            return .success
+        }
         let models: ThingModels
         do {
             models = try BuiltinModels.load(directory: configuration.modelsDirectory)
@@ -93,16 +121,17 @@ enum SimulateCommand: Command {
         }
         if arguments.has("provision") {
             let plans = FleetPlan.make(options)
+            let pairing = plans.filter(SimulatedPairing.pairs)
             guard ConnectionPlan(plans, maxConnections: options.maxConnections).pooledDevices == 0 else {
                 throw CommandFailure(code: .usage, message: """
                     --provision gives every device and gateway a connection of its own: at most --max-connections                     (\(options.maxConnections)) of them
                     """)
             }
             var kept = try arguments.value("credentials").map(KeptCredentials.init(path:)) ?? KeptCredentials()
-            let before = plans.filter { kept.has($0.id) }.count
+            let before = pairing.filter { kept.has($0.id) }.count
             credentials = try await SimulatedPairing(configuration: configuration, daemon: configuration.mqtt.clientID)
                 .activate(plans, kept: &kept)
-            Console.out("simulate: \(plans.count - before) devices paired and activated through the daemon "
+            Console.out("simulate: \(pairing.count - before) devices paired and activated through the daemon "
                         + "\(configuration.mqtt.clientID)" + (before > 0 ? ", \(before) with the credentials they kept" : ""))
         }
         let simulator: Simulator
@@ -150,10 +179,19 @@ enum SimulateCommand: Command {
                 .map { $0.trimmingCharacters(in: .whitespaces) }
             let dialects = names.compactMap(SimulatedDialect.init(rawValue:))
             guard !names.isEmpty, dialects.count == names.count, Set(dialects).count == dialects.count else {
-                throw CommandFailure(code: .usage, message: "--dialect needs native, alink, or both separated by a "
-                                     + "comma (native,alink)")
+                throw CommandFailure(code: .usage, message: "--dialect needs native, alink or tuyalink, or several "
+                                     + "of them separated by commas (native,alink,tuyalink)")
             }
             options.dialects = dialects
+        }
+        if let text = arguments.value("tuyalink-broker") {
+            let urls = text.split(separator: ",", omittingEmptySubsequences: false)
+                .map { $0.trimmingCharacters(in: .whitespaces) }
+            guard urls.allSatisfy({ $0.hasPrefix("mqtt://") || $0.hasPrefix("mqtts://") }) else {
+                throw CommandFailure(code: .usage, message: "--tuyalink-broker needs broker URLs, mqtt://host:port or "
+                                     + "mqtts://host:port, comma-separated")
+            }
+            options.tuyaLinkBrokers = urls
         }
         try count("devices", &options.devices)
         try count("gateways", &options.gateways)
@@ -196,6 +234,18 @@ enum SimulateCommand: Command {
         guard options.total > 0 else {
             throw CommandFailure(code: .usage, message: "nothing to simulate: give --devices or --gateways")
         }
+        if options.tuyaLinkBrokers != nil {
+            // A pooled connection carries devices of every dialect to the one broker.
+            let plans = FleetPlan.make(options)
+            let pooled = ConnectionPlan(plans, maxConnections: options.maxConnections).links.filter(\.pooled)
+                .flatMap(\.devices)
+            let tuyaLink = Set(plans.filter { $0.dialect == .tuyalink }.map(\.id))
+            guard !pooled.contains(where: tuyaLink.contains) else {
+                throw CommandFailure(code: .usage, message: "--tuyalink-broker gives every TuyaLink device and gateway "
+                                     + "a connection of its own: at most --max-connections (\(options.maxConnections)) of "
+                                     + "them with the others")
+            }
+        }
         return options
     }
 
@@ -204,9 +254,11 @@ enum SimulateCommand: Command {
         let plan = simulator.connectionPlan
         let gateways = options.gateways == 0 ? "no gateways"
             : "\(options.gateways) gateways with \(options.subdevicesPerGateway) sub-devices each"
-        let alink = simulator.devices.filter { $0.plan.dialect == .alink }.count
-        let dialects = alink == 0 ? "" : alink == simulator.devices.count ? ", speaking Alink"
-            : ", \(alink) of them speaking Alink"
+        let dialects = [(SimulatedDialect.alink, "Alink"), (.tuyalink, "TuyaLink")].map { dialect, name -> String in
+            let count = simulator.devices.filter { $0.plan.dialect == dialect }.count
+            return count == 0 ? "" : count == simulator.devices.count ? ", speaking \(name)"
+                : ", \(count) of them speaking \(name)"
+        }.joined()
         Console.out("""
             simulate: \(options.total) devices (\(options.devices) devices, \(gateways)) on \(configuration.mqtt.broker) \
             under \(configuration.topicRoot)/\(dialects), seed \(options.seed), \(plan.links.count) connections\
@@ -219,6 +271,13 @@ enum SimulateCommand: Command {
         Console.out(Format.table(["ID", "CATEGORY", "PRODUCT", "GATEWAY", "NAME"], rows))
         if simulator.devices.count > shown {
             Console.out("… and \(simulator.devices.count - shown) more (thing-agent devices lists them all)")
+        }
+        // The TuyaLink wire never names a directly connected device's product: the agent must be told.
+        let products = FleetPlan.deviceProducts(simulator.devices.map(\.plan))
+        if !products.isEmpty {
+            Console.out("simulate: TuyaLink devices on \(options.tuyaLinkBrokers?.joined(separator: ",") ?? configuration.mqtt.broker); "
+                        + "the agent needs their products (config deviceProducts, or THING_AGENT_DEVICE_PRODUCTS): "
+                        + JSONValue.object(products).serialized())
         }
     }
 }

@@ -182,22 +182,8 @@ extension VirtualDevice {
             let reply = Publication(topic: sys + "service/property/set_reply", payload: Self.json([
                 ("id", id), ("code", .integer(200)), ("data", .object([:])),
             ]))
-            var applied: [(String, JSONValue)] = []
-            for (code, value) in object["params"]?.objectValue ?? [:]
-            where SetRefusal.check(JSONObject([(code, value)]), model: model) == nil {
-                applied.append((code, value))
-            }
+            let applied = applyWhatTheModelTakes(object["params"]?.objectValue ?? [:])
             guard !applied.isEmpty else { return Reaction(publications: [reply]) }
-            state.withLock { state in
-                for (code, value) in applied {
-                    state.kept.insert(code)
-                    if let index = state.properties.firstIndex(where: { $0.code == code }) {
-                        state.properties[index].value = value
-                    } else {
-                        state.properties.append((code, value))
-                    }
-                }
-            }
             return Reaction(publications: [reply, alinkPost(applied)])
         case .service(let identifier):
             // Linkkit hands the device only the services of its TSL; any other call goes unanswered.

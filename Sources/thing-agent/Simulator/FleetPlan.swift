@@ -1,3 +1,4 @@
+import JSON
 import ThingAgent
 
 /// What `thing-agent simulate` was asked for.
@@ -28,6 +29,9 @@ struct SimulatorOptions: Sendable {
     var spaceId: Int64 = 1001
     /// The dialects the fleet speaks: one for the whole fleet, or several that split it (`FleetPlan`).
     var dialects: [SimulatedDialect] = [.native]
+    /// Where TuyaLink devices connect (a TuyaLink listener of their own, deploy/mosquitto-tuyalink.conf); nil: the
+    /// broker of the others.
+    var tuyaLinkBrokers: [String]?
 
     var total: Int { devices + gateways * (1 + subdevicesPerGateway) }
 }
@@ -38,6 +42,8 @@ enum SimulatedDialect: String, Sendable, CaseIterable {
     case native
     /// Alibaba's Alink, as its device SDK Linkkit speaks it (docs/protocol.md, "Alink").
     case alink
+    /// Tuya's TuyaLink, as its C device SDK speaks it (docs/protocol.md, "TuyaLink").
+    case tuyalink
 }
 
 /// One simulated device, fixed by the seed: ids, names, addresses and its own random stream.
@@ -64,14 +70,19 @@ struct DevicePlan: Sendable {
         guard dialect == .alink, let (pk, dn) = AlinkDialect.split(id) else { return nil }
         return (String(pk), String(dn))
     }
+
+    /// A TuyaLink device's id: its deviceId on the wire (`tylink/<id>/...`).
+    static let tuyaLinkPrefix = "tl-"
 }
 
 /// The fleet for a seed: gateways first, each followed by its sub-devices, then the plain devices.
 ///
-/// With several dialects (`--dialect native,alink`) the gateways and the plain devices are each split in that
-/// order: of 20 devices the first 10 speak the first dialect, the next 10 the second; a gateway's sub-devices speak
-/// its dialect. An Alink device's id is `<productKey>.<name>`, its name the id a native device in its place has
-/// (`a1Light1.dev-0dd7-11`), its product the Alink product of its kind (`BuiltinModels`).
+/// With several dialects (`--dialect native,alink,tuyalink`) the gateways and the plain devices are each split in
+/// that order: of 20 devices and two dialects the first 10 speak the first, the next 10 the second; a gateway's
+/// sub-devices speak its dialect. An Alink device's id is `<productKey>.<name>`, its name the id a native device in
+/// its place has (`a1Light1.dev-0dd7-11`), its product the Alink product of its kind (`BuiltinModels`). A TuyaLink
+/// device's id is `tl-` before the id a native device in its place has (`tl-dev-0dd7-17`: no dot, which would look
+/// like an Alink id), its product the native one (TuyaLink's values are the agent's own: booleans, enum names).
 enum FleetPlan {
     static let rooms = ["Hall", "Kitchen", "Bedroom", "Study", "Porch", "Garage", "Attic", "Cellar", "Nursery",
                         "Office", "Lobby", "Patio", "Pantry", "Landing"]
@@ -93,11 +104,14 @@ enum FleetPlan {
         func add(id native: String, category: DeviceCategory, product: String, gateway: String?,
                  abilities: [DeviceAbility], dialect: SimulatedDialect, name: (inout SeededGenerator) -> String) {
             let index = plans.count
-            // Alink has no Wi-Fi scan and no gateway replacement: its devices list no such abilities.
-            let (id, product, abilities) = dialect == .alink
-                ? (AlinkDialect.deviceID(productKey: BuiltinModels.alinkProduct[product] ?? product, deviceName: native),
-                   BuiltinModels.alinkProduct[product] ?? product, [DeviceAbility]())
-                : (native, product, abilities)
+            // Alink and TuyaLink have no Wi-Fi scan and no gateway replacement: their devices list no such abilities.
+            let (id, product, abilities): (String, String, [DeviceAbility]) = switch dialect {
+            case .native: (native, product, abilities)
+            case .alink:
+                (AlinkDialect.deviceID(productKey: BuiltinModels.alinkProduct[product] ?? product, deviceName: native),
+                 BuiltinModels.alinkProduct[product] ?? product, [])
+            case .tuyalink: (DevicePlan.tuyaLinkPrefix + native, product, [])
+            }
             var own = SeededGenerator(seed: options.seed, stream: index)
             let bytes = (0..<3).map { _ in String(UInt8.random(in: 0...255, using: &own), radix: 16).leftPadded(to: 2) }
             plans.append(DevicePlan(
@@ -126,6 +140,13 @@ enum FleetPlan {
             }
         }
         return plans
+    }
+
+    /// The product of each directly connected TuyaLink device, `{"<deviceId>": "<productId>"}`: the agent must be
+    /// given it (config `deviceProducts`), since the TuyaLink wire never names it. A sub-device's product comes with
+    /// its gateway's bind.
+    static func deviceProducts(_ plans: [DevicePlan]) -> JSONObject {
+        JSONObject(plans.filter { $0.dialect == .tuyalink && $0.category != .subdevice }.map { ($0.id, .string($0.productId)) })
     }
 }
 

@@ -23,9 +23,11 @@ struct SimulatedPairing {
     /// The credentials of every device with a connection of its own (sub-devices ride on their gateway's), each
     /// activated unless `kept` already has it (a device keeps what its activation gave it, across restarts).
     /// `kept` gains every device activated here, sub-devices included (with no credentials of their own).
+    /// TuyaLink devices do not pair (`pairs`): they sign their own login, which the agent's broker credentials
+    /// would not replace.
     func activate(_ plans: [DevicePlan], kept: inout KeptCredentials) async throws -> [String: DeviceCredentials] {
         var credentials = kept.credentials
-        for plan in plans where plan.category != .subdevice && !kept.has(plan.id) {
+        for plan in plans where plan.category != .subdevice && Self.pairs(plan) && !kept.has(plan.id) {
             var request = JSONObject([("spaceId", .integer(plan.spaceId))])
             // An Alink device's pairing says so: its activation gives it Alink credentials and topics.
             if plan.dialect == .alink { request["dialect"] = .string(plan.dialect.rawValue) }
@@ -42,7 +44,7 @@ struct SimulatedPairing {
                                                      clientID: clientID == user ? nil : clientID)
             try kept.add(plan.id, credentials[plan.id])
         }
-        for plan in plans where plan.category == .subdevice && !kept.has(plan.id) {
+        for plan in plans where plan.category == .subdevice && Self.pairs(plan) && !kept.has(plan.id) {
             guard let gateway = plan.gatewayId, let own = credentials[gateway] else { continue }
             let made = try await pairing(JSONObject([("spaceId", .integer(plan.spaceId)), ("gatewayId", .string(gateway))]))
             var mqtt = Simulator.mqtt(configuration, clientID: own.clientID ?? own.username, will: nil)
@@ -53,6 +55,10 @@ struct SimulatedPairing {
         }
         return credentials
     }
+
+    /// Whether the device pairs through the daemon: every one but TuyaLink's (`pair --dialect tuyalink` is
+    /// refused: a TuyaLink device connects to the TuyaLink listener, its product registered in `deviceProducts`).
+    static func pairs(_ plan: DevicePlan) -> Bool { plan.dialect != .tuyalink }
 
     private struct Made {
         let username: String

@@ -15,8 +15,10 @@ final class Simulator: Sendable {
     private let connectionOf: [String: SimulatorConnection]
     private let connections: [SimulatorConnection]
     private let transfers = Mutex<[String: Task<Void, Never>]>([:])
-    /// The Alink gateways that have logged their sub-devices in.
+    /// The Alink and TuyaLink gateways that have logged their sub-devices in.
     private let sessions = GatewaySessions()
+    /// The TuyaLink gateways' binds the platform answered.
+    let binds = TuyaLinkBinds()
 
     /// `credentials`: each device's own (`--provision`); its connection then uses them, its id as client id.
     init(options: SimulatorOptions, configuration: AgentConfiguration, models: ThingModels,
@@ -39,6 +41,7 @@ final class Simulator: Sendable {
             let first = link.devices[0]
             let own = link.pooled ? nil : credentials[first]
             let alink = link.pooled ? nil : deviceById[first]?.plan.alink
+            let tuyaLink = link.pooled ? nil : deviceById[first].flatMap { $0.plan.dialect == .tuyalink ? $0.plan : nil }
             var clientID = link.pooled ? "sim-pool-\(number)-\(first)" : own?.clientID ?? own?.username ?? "sim-\(first)"
             if let alink, own == nil {
                 // Linkkit's client id; its password would be a signature with the device's secret, which a broker
@@ -46,14 +49,16 @@ final class Simulator: Sendable {
                 clientID = "\(alink.productKey)&\(alink.deviceName)|securemode=3,signmethod=hmacsha1,"
                     + "timestamp=\(Timestamp.current)|"
             }
-            // An Alink device sets no will: it announces no status.
-            let will = link.pooled || alink != nil ? nil : deviceById[first]?.will
+            // Alink and TuyaLink devices set no will: they announce no status.
+            let will = link.pooled || alink != nil || tuyaLink != nil ? nil : deviceById[first]?.will
             var mqtt = Self.mqtt(configuration, clientID: clientID, will: will)
             if let own {
                 mqtt.username = own.username
                 mqtt.password = own.password
             } else if let alink, mqtt.username == nil {
                 mqtt.username = "\(alink.deviceName)&\(alink.productKey)"
+            } else if let tuyaLink {
+                mqtt = Self.tuyaLinkMQTT(mqtt, tuyaLink, options: options)
             }
             let connection = try SimulatorConnection(configuration: mqtt, topics: topics, stats: stats)
             connections.append(connection)
@@ -63,17 +68,29 @@ final class Simulator: Sendable {
         self.connectionOf = connectionOf
     }
 
-    /// Fails with the broker's error when a first connection cannot be made (devices would only repeat it).
+    /// Fails with the broker's error when a first connection cannot be made (devices would only repeat it); the
+    /// TuyaLink devices' broker too, when it is another and the fleet has TuyaLink devices.
     func checkBroker(_ configuration: AgentConfiguration) async throws {
-        let probe = try MQTTClient(configuration: Self.mqtt(
-            configuration, clientID: "sim-probe-\(options.seed)-\(UInt32.random(in: 0...UInt32.max))", will: nil))
-        do {
-            try await probe.connect()
-        } catch {
-            await probe.disconnect()
-            throw error
+        var probes = [Self.mqtt(configuration, clientID: "sim-probe-\(options.seed)-\(UInt32.random(in: 0...UInt32.max))",
+                                will: nil)]
+        if let brokers = options.tuyaLinkBrokers, devices.contains(where: { $0.plan.dialect == .tuyalink }) {
+            // Not `tuyalink_<id>`: the agent would take that client's connection for a device's.
+            var probe = probes[0]
+            probe.brokers = brokers
+            probe.username = "sim-probe"
+            probe.password = nil
+            probes.append(probe)
         }
-        await probe.disconnect()
+        for configuration in probes {
+            let probe = try MQTTClient(configuration: configuration)
+            do {
+                try await probe.connect()
+            } catch {
+                await probe.disconnect()
+                throw error
+            }
+            await probe.disconnect()
+        }
     }
 
     /// Works until the duration passes or the calling task is cancelled, then stops the fleet.
@@ -120,12 +137,13 @@ final class Simulator: Sendable {
         // Coming online is one act, outside the run's cancellation: a device that connected announces all of it
         // (information, status, properties) also when the run ends meanwhile (a short --duration under load);
         // a cancelled publish would give up at once and leave the device half announced.
-        // An Alink sub-device speaks once its gateway has added it and logged it in.
-        if device.plan.dialect == .alink, let gateway = device.plan.gatewayId { await sessions.waitForLogin(gateway) }
+        // An Alink or TuyaLink sub-device speaks once its gateway has added (bound) it and logged it in.
+        let sessionDialect = device.plan.dialect == .alink || device.plan.dialect == .tuyalink
+        if sessionDialect, let gateway = device.plan.gatewayId { await sessions.waitForLogin(gateway) }
         guard !Task.isCancelled else { return }
         let up = await Task {
-            // An Alink gateway logs its sub-devices in once it is up, or lets them try if it is not.
-            defer { if device.plan.dialect == .alink, device.plan.category == .gateway { sessions.loggedIn(device.id) } }
+            // An Alink or TuyaLink gateway logs its sub-devices in once it is up, or lets them try if it is not.
+            defer { if sessionDialect, device.plan.category == .gateway { sessions.loggedIn(device.id) } }
             do {
                 try await connection.attach(device)
             } catch {
@@ -139,6 +157,10 @@ final class Simulator: Sendable {
                     await connection.publish(device.alinkTopoAdd(subs, now: Timestamp.current))
                     await connection.publish(device.alinkLogin(subs, now: Timestamp.current))
                 }
+            }
+            if device.plan.dialect == .tuyalink, device.plan.category == .gateway {
+                let subs = devices.filter { $0.plan.gatewayId == device.id }
+                if !subs.isEmpty { await bindAndLogIn(subs, by: device, over: connection) }
             }
             return true
         }.value
@@ -178,14 +200,15 @@ final class Simulator: Sendable {
     private func react(_ device: VirtualDevice, _ reaction: VirtualDevice.Reaction) {
         if let version = reaction.startUpgrade {
             let run = Task {
-                if device.plan.dialect == .alink {
-                    await self.alinkUpgrade(device, to: version)
-                } else {
-                    await self.upgrade(device, to: version)
+                switch device.plan.dialect {
+                case .alink: await self.alinkUpgrade(device, to: version)
+                case .tuyalink: await self.tuyaLinkUpgrade(device, to: version)
+                case .native: await self.upgrade(device, to: version)
                 }
             }
             transfers.withLock { $0["ota:" + device.id] = run }
         }
+        if let bound = reaction.bound { binds.answered(device.id, msgId: bound.msgId, ids: bound.ids) }
         guard let target = reaction.startTransfer else { return }
         stats.transfers.add(1, ordering: .relaxed)
         let run = Task { await self.transfer(by: device, replacing: target) }
@@ -230,7 +253,7 @@ final class Simulator: Sendable {
     }
 
     /// Every device publishes its offline status (a clean DISCONNECT drops the will), then the connections close.
-    /// An Alink device publishes none (it has no status); an Alink gateway logs its sub-devices out.
+    /// An Alink or TuyaLink device publishes none (it has no status); such a gateway logs its sub-devices out.
     private func stop() async {
         for run in transfers.withLock({ Array($0.values) }) { run.cancel() }
         await withTaskGroup(of: Void.self) { group in
@@ -242,7 +265,10 @@ final class Simulator: Sendable {
                             await connection.publish(device.status(online: false, now: Timestamp.current))
                         } else if device.plan.category == .gateway {
                             let subs = attached.filter { $0.plan.gatewayId == device.id }
-                            if !subs.isEmpty { await connection.publish(device.alinkLogout(subs)) }
+                            if !subs.isEmpty {
+                                await connection.publish(device.plan.dialect == .alink ? device.alinkLogout(subs)
+                                    : device.tuyaLinkLogout(subs.map(\.id), now: Timestamp.current))
+                            }
                         }
                         self.stats.online.subtract(1, ordering: .relaxed)
                     }

@@ -26,6 +26,14 @@ final class SimulatorConnection: Sendable {
             try await client.subscribe(filters.map { ($0, QoS.atLeastOnce) })
             return
         }
+        if device.plan.dialect == .tuyalink {
+            // Its own downlinks (a gateway: also its binds' and topology's answers). Tuya's broker subscribes them
+            // for the device; a plain broker needs the device to.
+            let filters = TuyaLinkTopics.filters(of: device.id, gateway: device.plan.category == .gateway,
+                                                 publisher: .agent)
+            try await client.subscribe(filters.map { ($0, QoS.atLeastOnce) })
+            return
+        }
         var requests: [RequestKind] = [.setProperties, .getInfo, .otaStart, .action]
         if device.plan.abilities.contains(.wifiList) { requests.append(.wifiScan) }
         if device.plan.abilities.contains(.gatewayTransfer) { requests.append(.gatewayTransferStart) }
@@ -56,6 +64,10 @@ final class SimulatorConnection: Sendable {
                       let found = devices.withLock({ $0[deviceId] }), found.plan.dialect == .alink {
                 device = found
                 reaction = device.handleAlink(downlink, payload: message.payload, now: Timestamp.current)
+            } else if let (deviceId, downlink) = TuyaLinkDownlink.parse(message.topic),
+                      let found = devices.withLock({ $0[deviceId] }), found.plan.dialect == .tuyalink {
+                device = found
+                reaction = device.handleTuyaLink(downlink, payload: message.payload, now: Timestamp.current)
             } else {
                 continue
             }

@@ -35,6 +35,11 @@ final class VirtualDevice: Sendable {
         var messageCounter = 0
         /// Alink's request ids: "1" again after every (re)start of the device.
         var alinkCounter = 0
+        /// TuyaLink's `msgId`s: "0" again after every (re)start of the device.
+        var tuyaLinkCounter = 0
+        /// A TuyaLink sub-device's uplinks so far: the even ones go in its gateway's batch report, the odd ones on its
+        /// own topics.
+        var tuyaLinkUplinks = 0
     }
     let state: Mutex<State>
 
@@ -64,9 +69,11 @@ final class VirtualDevice: Sendable {
     // MARK: reports
 
     /// What a device sends when it comes up: online status, information, every property, its signal. An Alink
-    /// device: its firmware version, every property and an NTP request (`alinkComingOnline`).
+    /// device: its firmware version, every property and an NTP request (`alinkComingOnline`); a TuyaLink device
+    /// much the same (`tuyaLinkComingOnline`).
     func comingOnline(now: Millis) -> [Publication] {
         if plan.dialect == .alink { return alinkComingOnline(now: now) }
+        if plan.dialect == .tuyalink { return tuyaLinkComingOnline(now: now) }
         var messages = [status(online: true, now: now), info(now: now)]
         if let report = propertyReport(all: true, now: now) { messages.append(report) }
         if let signal = signalReport(now: now, drift: false) { messages.append(signal) }
@@ -141,6 +148,7 @@ final class VirtualDevice: Sendable {
 
     func report(_ values: [(String, JSONValue)], now: Millis) -> Publication {
         if plan.dialect == .alink { return alinkPost(values) }
+        if plan.dialect == .tuyalink { return tuyaLinkReport(values, now: now) }
         return Publication(topic: topics.properties(id), payload: Self.json([
             ("msgId", .string(nextMessageId("p"))), ("time", .integer(now)), ("data", .object(JSONObject(values))),
         ]))
@@ -158,6 +166,7 @@ final class VirtualDevice: Sendable {
         guard let value else { return nil }
         let params = JSONObject([(parameter, .integer(value))])
         if plan.dialect == .alink { return alinkEvent(name, params) }
+        if plan.dialect == .tuyalink { return tuyaLinkEvent(name, params, now: now) }
         return Publication(topic: topics.event(id), payload: Self.json([
             ("msgId", .string(nextMessageId("e"))), ("time", .integer(now)),
             ("data", .object(JSONObject([("eventCode", .string(name)), ("outputParams", .object(params))]))),
@@ -165,7 +174,7 @@ final class VirtualDevice: Sendable {
     }
 
     /// A Wi-Fi signal report (QoS 0) whose level wanders a few dBm at a time; nil for devices without Wi-Fi, and for
-    /// Alink devices (Alink has no such report).
+    /// Alink and TuyaLink devices (neither has such a report).
     func signalReport(now: Millis, drift: Bool = true) -> Publication? {
         guard plan.dialect == .native else { return nil }
         let level: Int? = state.withLock { state in
@@ -189,6 +198,8 @@ final class VirtualDevice: Sendable {
         var startTransfer: String?
         /// The device accepted to install this firmware version.
         var startUpgrade: String?
+        /// A TuyaLink gateway's bind was answered: the msgId it answers and the sub-devices' ids it gave.
+        var bound: (msgId: String, ids: [String])?
     }
 
     func handle(_ request: RequestKind, payload: [UInt8], now: Millis) -> Reaction {
@@ -247,6 +258,27 @@ final class VirtualDevice: Sendable {
             let times = object["data"]?["inputParams"]?["times"]?.int64Value ?? 3
             return Reaction(publications: [answer(0, data: .object(["outputParams": .object(["blinked": .integer(times)])]))])
         }
+    }
+
+    /// What firmware that answered a set before looking at it (Linkkit's, Tuya's) does next: applies the values its
+    /// thing model takes, one by one, and keeps them (a setting set by request is not changed at random afterwards).
+    /// Returns the applied values, to report.
+    func applyWhatTheModelTakes(_ values: JSONObject) -> [(String, JSONValue)] {
+        var applied: [(String, JSONValue)] = []
+        for (code, value) in values where SetRefusal.check(JSONObject([(code, value)]), model: model) == nil {
+            applied.append((code, value))
+        }
+        state.withLock { state in
+            for (code, value) in applied {
+                state.kept.insert(code)
+                if let index = state.properties.firstIndex(where: { $0.code == code }) {
+                    state.properties[index].value = value
+                } else {
+                    state.properties.append((code, value))
+                }
+            }
+        }
+        return applied
     }
 
     /// A gateway-transfer progress report about replacing `target`.

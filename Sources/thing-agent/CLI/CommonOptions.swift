@@ -8,7 +8,7 @@ enum CommonOptions {
         ("broker", "broker", "URLS", "broker URL, mqtt://host:port or mqtts://host:port; several comma-separated, tried in turn"),
         ("db", "database", "PATH", "the cache file"),
         ("topic-root", "topicRoot", "R", "topic root of the device tree (default things)"),
-        ("dialects", "dialects", "LIST", "wire dialects spoken, comma-separated: native, alink (default native)"),
+        ("dialects", "dialects", "LIST", "wire dialects spoken, comma-separated: native, alink, tuyalink (default native)"),
         ("models", "modelsDirectory", "DIR", "directory of thing models (<productId>.json)"),
         ("username", "username", "NAME", "broker user name"),
         ("password", "password", "SECRET", "broker password (prefer THING_AGENT_PASSWORD)"),

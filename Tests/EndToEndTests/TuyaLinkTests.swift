@@ -3,6 +3,7 @@ import JSON
 import MQTT
 import Testing
 import TestSupport
+@testable import ThingAgentCore
 
 /// The TuyaLink dialect against Tuya's own C device SDK as the devices (`TuyaLinkDevice`, built from the vendor
 /// folder by scripts/interop-tuyalink), the real daemon and CLI, and a real mosquitto running the shipped files:
@@ -503,6 +504,73 @@ struct TuyaLinkTests {
         #expect(info["upgrade"]?["fromVersion"] == "1.0.0", "\(info)")
         #expect(!lamp.events.contains { $0["event"] == "invalid_payload" }, "\(lamp.process.log)")
         await lamp.stop()
+        try await deployment.stopDaemon()
+    }
+
+    // MARK: the SDK's 2,048-byte buffer
+
+    /// A Tuya model (for a file named `<product>.json`) whose code-0 answer to `thing/model/get` has a payload of
+    /// exactly `target` bytes when its `msgId` is "0" (a device's first message) and its time has 10 digits:
+    /// read-only string properties, the last two of a length that makes up the rest.
+    static func paddedModel(payloadBytes target: Int) throws -> String {
+        func model(_ count: Int, _ first: Int, _ second: Int) -> String {
+            let codes = (0..<count).map { "pad_\($0)" }
+                + [String(repeating: "x", count: first), String(repeating: "y", count: second)]
+            let properties = codes.map { #"{"code":"\#($0)","accessMode":"ro","typeSpec":{"type":"string","maxlen":255}}"# }
+            return #"{"modelId":"000001pad","services":[{"code":"","properties":[\#(properties.joined(separator: ","))]}]}"#
+        }
+        func answerBytes(_ text: String) throws -> Int {
+            let parsed = try ThingModels.parse(Array(text.utf8), file: "p-pad.json")
+            return #"{"msgId":"0","time":1234567890,"code":0,"data":}"#.utf8.count
+                + JSONValue.object(TuyaModel.json(parsed)).serializedBytes().count
+        }
+        for count in 0..<64 {
+            let extra = target - (try answerBytes(model(count, 1, 1)))
+            guard extra >= 0 else { break }
+            if extra <= 126 {
+                let first = min(64, 1 + extra)
+                let text = model(count, first, 1 + extra - (first - 1))
+                #expect(try answerBytes(text) == target)
+                return text
+            }
+        }
+        throw TestSupportError("no padded model of \(target) bytes")
+    }
+
+    /// The SDK reads a whole packet into 2,048 bytes: the topic's length (2 bytes), the topic and the payload. An
+    /// answer that fills it exactly reaches the device; one a byte longer would be dropped without a word, so the
+    /// agent answers 413 instead, which does reach it.
+    @Test(.timeLimit(.minutes(3)))
+    func aModelAnswerIsSentWhenItFitsTheSDKsBufferAndAnswered413WhenItWouldNot() async throws {
+        let scratch = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let models = try Self.models(scratch)
+        // tfit1 and tbig1: topics of the same length, tylink/tfit1/thing/model/get_response.
+        let topic = "tylink/tfit1/thing/model/get_response"
+        let room = 2048 - 2 - topic.utf8.count
+        try Self.paddedModel(payloadBytes: room).write(toFile: models + "/p-fit.json", atomically: true, encoding: .utf8)
+        try Self.paddedModel(payloadBytes: room + 1).write(toFile: models + "/p-big.json", atomically: true, encoding: .utf8)
+        let deployment = try await Deployment(daemonEnvironment: [
+            "THING_AGENT_MODELS": models, "THING_AGENT_DEVICE_PRODUCTS": #"{"tfit1":"p-fit","tbig1":"p-big"}"#,
+        ])
+        try await deployment.startDaemon()
+        let fit = try await deployment.device("tfit1")
+        let big = try await deployment.device("tbig1")
+        try fit.send(#"{"cmd":"model_get"}"#)
+        try big.send(#"{"cmd":"model_get"}"#)
+        #expect(try await Self.result(fit, "model_get")["rc"] == 0, "its first message: msgId 0")
+        #expect(try await Self.result(big, "model_get")["rc"] == 0, "its first message: msgId 0")
+
+        let fitted = try await Self.downlink(fit, topic) { $0["msgId"] == "0" }
+        #expect(fitted["code"] == 0 && fitted["sdkParsed"] == true, "\(fitted)")
+        #expect(fitted["data"]?["modelId"] == "p-fit", "\(fitted)")
+        #expect(try #require(fitted["payload"]).serializedBytes().count == room, "the packet fills the buffer exactly")
+
+        let refused = try await Self.downlink(big, "tylink/tbig1/thing/model/get_response") { $0["msgId"] == "0" }
+        #expect(refused["code"] == 413 && refused["data"] == .null, "\(refused)")
+        #expect(!big.process.log.contains("Packet length exceeds network buffer size"), "\(big.process.log)")
+        await fit.stop()
+        await big.stop()
         try await deployment.stopDaemon()
     }
 

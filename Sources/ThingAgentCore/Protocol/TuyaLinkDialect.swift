@@ -382,8 +382,21 @@ package struct TuyaLinkDialect: Dialect {
         return OutboundMessage(topic: topic, payload: JSONValue.object(payload).serializedBytes(), qos: 0)
     }
 
-    /// The SDK drops a downlink over this many bytes without a word.
+    /// The SDK's MQTT buffer (coreMQTT's `CORE_MQTT_BUFFER_SIZE`): it reads a packet's remaining length into it,
+    /// and drops a downlink whose remaining length is over this many bytes without a word.
     package static let maxDownlinkBytes = 2048
+
+    /// Whether the SDK takes `message`: its remaining length, the topic's length (2 bytes), the topic, a packet id
+    /// when it is delivered at QoS 1 (the SDK subscribes at QoS 1: the agent's QoS decides) and the payload, is at
+    /// most `maxDownlinkBytes`. The payload alone is not the measure: a long topic leaves it less room.
+    package static func fits(_ message: OutboundMessage) -> Bool {
+        packetBytes(message) <= maxDownlinkBytes
+    }
+
+    /// `message`'s remaining length as the SDK receives it.
+    package static func packetBytes(_ message: OutboundMessage) -> Int {
+        2 + message.topic.utf8.count + (message.qos > 0 ? 2 : 0) + message.payload.count
+    }
 
     package func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage? {
         let now = Timestamp.now()
@@ -396,9 +409,9 @@ package struct TuyaLinkDialect: Dialect {
                                   message: "no thing model is known for this device's product")
             }
             let reply = Self.reply(topic, msgId: query.id, arrival: now, data: .object(TuyaModel.json(model)))
-            guard reply.payload.count <= Self.maxDownlinkBytes else {
-                return Self.reply(topic, msgId: query.id, arrival: now, code: 413,
-                                  message: "the model is \(reply.payload.count) bytes; the device SDK takes at most 2048")
+            guard Self.fits(reply) else {
+                return Self.reply(topic, msgId: query.id, arrival: now, code: 413, message: "the model's answer is "
+                                  + "\(Self.packetBytes(reply)) bytes with its topic; the device SDK takes at most 2048")
             }
             return reply
         case (.subDevices, .subDevices(let devices)):

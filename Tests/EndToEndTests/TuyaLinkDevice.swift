@@ -35,16 +35,24 @@ final class TuyaLinkDevice: Sendable {
     /// certificate: the SDK has none), verifying it with the broker's CA as the SDK does. `flags`: `--sub ID`,
     /// `--no-auto-answer`, `--keepalive S` (60 by default, as Tuya's demos; a connection the broker dropped is
     /// noticed only at the next ping), `--timeout-ms N`, `--log`.
-    init(_ broker: MosquittoBroker, deviceID: String, secret: String? = nil, flags: [String] = [],
-         logPath: String) async throws {
+    convenience init(_ broker: MosquittoBroker, deviceID: String, secret: String? = nil, flags: [String] = [],
+                     logPath: String) async throws {
         guard let tlsPort = broker.tlsPort, let certificates = broker.certificates else {
             throw TestSupportError("the TuyaLink SDK speaks TLS only: start the broker with Options.tls")
         }
+        try await self.init(port: tlsPort, caFile: certificates.caFile, deviceID: deviceID, secret: secret,
+                            flags: flags, logPath: logPath)
+    }
+
+    /// Starts `deviceID` against the TLS listener on 127.0.0.1:`port` whose server certificate `caFile` signed (the
+    /// shipped TuyaLink listener, `ShippedBroker.tuyaLinkPort`).
+    init(port: Int, caFile: String, deviceID: String, secret: String? = nil, flags: [String] = [],
+         logPath: String) async throws {
         id = deviceID
         commands = logPath + ".commands"
         FileManager.default.createFile(atPath: commands, contents: nil)
         process = try DaemonProcess(try await Self.executable(), [
-            "127.0.0.1", "\(tlsPort)", certificates.caFile, deviceID, secret ?? Self.secret(for: deviceID),
+            "127.0.0.1", "\(port)", caFile, deviceID, secret ?? Self.secret(for: deviceID),
             "--commands", commands,
         ] + flags, logPath: logPath)
     }

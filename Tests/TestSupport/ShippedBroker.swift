@@ -14,6 +14,9 @@ public final class ShippedBroker: Sendable {
     public let agentPort: Int
     /// The plain loopback listener (1883 as shipped): the same users as the agent listener.
     public let loopbackPort: Int
+    /// The TuyaLink devices' listener (8885 as shipped, deploy/mosquitto-tuyalink.conf with its ACL,
+    /// deploy/mosquitto-tuyalink.acl); nil unless started `withTuyaLink`.
+    public let tuyaLinkPort: Int?
     public let directory: String
     public let certificates: TestCertificates
     /// Every user's password.
@@ -23,20 +26,31 @@ public final class ShippedBroker: Sendable {
     public var fleetURL: String { "mqtts://127.0.0.1:\(fleetPort)" }
     public var agentURL: String { "mqtts://127.0.0.1:\(agentPort)" }
     public var loopbackURL: String { "mqtt://127.0.0.1:\(loopbackPort)" }
+    public var tuyaLinkURL: String? { tuyaLinkPort.map { "mqtts://127.0.0.1:\($0)" } }
     public var output: String { (try? String(contentsOfFile: directory + "/mosquitto.out", encoding: .utf8)) ?? "" }
 
     /// Starts the shipped configuration with `fleetUsers` in passwd and `agentUsers` in passwd-agent.
-    public init(fleetUsers: [String], agentUsers: [String]) async throws {
+    /// `withTuyaLink`: with the TuyaLink listener too, deploy/mosquitto-tuyalink.conf appended to mosquitto.conf as
+    /// its comment says (only its paths and port replaced, as the others') and its ACL file beside the other.
+    public init(fleetUsers: [String], agentUsers: [String], withTuyaLink: Bool = false) async throws {
         directory = try makeTemporaryDirectory("shipped-broker")
         certificates = try TestCertificates.make(in: directory)
         fleetPort = try freeLoopbackPort()
         agentPort = try freeLoopbackPort()
         loopbackPort = try freeLoopbackPort()
+        tuyaLinkPort = withTuyaLink ? try freeLoopbackPort() : nil
         process = Mutex(nil)
         let deploy = repositoryRoot() + "/deploy"
-        let shipped = try String(contentsOfFile: deploy + "/mosquitto.conf", encoding: .utf8)
-        try Self.adapt(shipped, directory: directory, certificates: certificates,
-                       ports: ["8883": fleetPort, "8884": agentPort, "1883": loopbackPort])
+        var shipped = try String(contentsOfFile: deploy + "/mosquitto.conf", encoding: .utf8)
+        var ports = ["8883": fleetPort, "8884": agentPort, "1883": loopbackPort]
+        if let tuyaLinkPort {
+            if !shipped.hasSuffix("\n") { shipped += "\n" }
+            shipped += try String(contentsOfFile: deploy + "/mosquitto-tuyalink.conf", encoding: .utf8)
+            ports["8885"] = tuyaLinkPort
+            try FileManager.default.copyItem(atPath: deploy + "/mosquitto-tuyalink.acl",
+                                            toPath: directory + "/acl-tuyalink")
+        }
+        try Self.adapt(shipped, directory: directory, certificates: certificates, ports: ports)
             .write(toFile: directory + "/mosquitto.conf", atomically: true, encoding: .utf8)
         try FileManager.default.copyItem(atPath: deploy + "/mosquitto.acl", toPath: directory + "/acl")
         try Self.writePasswords(fleetUsers, to: directory + "/passwd", in: directory)
@@ -99,7 +113,8 @@ public final class ShippedBroker: Sendable {
     }
 
     private func launch() async throws {
-        try await Self.launch(in: directory, ports: [fleetPort, agentPort, loopbackPort], into: process)
+        try await Self.launch(in: directory, ports: [fleetPort, agentPort, loopbackPort] + (tuyaLinkPort.map { [$0] } ?? []),
+                              into: process)
     }
 
     /// Starts mosquitto on `directory`'s mosquitto.conf (its output in mosquitto.out) into `process`, and returns

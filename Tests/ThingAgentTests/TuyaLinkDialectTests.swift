@@ -173,6 +173,48 @@ struct TuyaLinkDialectTests {
         #expect(TuyaLinkDialect.fits(listed) && entries.count > 10 && entries.count < 100, "as many as fit: \(entries.count)")
     }
 
+    /// The SDK's buffer holds the packet's remaining length (the topic's length, the topic, the payload), not the
+    /// payload alone: an answer whose payload is under 2,048 bytes but whose packet is over is answered 413.
+    @Test func aModelAnswerCountsItsTopicAgainstTheSDKsBuffer() throws {
+        let topic = "tylink/dev1/thing/model/get_response"
+        /// A model whose code-0 answer (msgId "9", a 10-digit time) has a payload of `target` bytes.
+        func model(payloadBytes target: Int) throws -> ThingModel {
+            func padded(_ count: Int, _ first: Int, _ second: Int) -> ThingModel {
+                let codes = (0..<count).map { "pad_\($0)" }
+                    + [String(repeating: "x", count: first), String(repeating: "y", count: second)]
+                return ThingModel(productId: "p-pad", properties: codes.map {
+                    PropertySpec(code: $0, kind: .string(maxlen: 255), access: .ro)
+                })
+            }
+            func bytes(_ model: ThingModel) -> Int {
+                #"{"msgId":"9","time":1700000000,"code":0,"data":}"#.utf8.count
+                    + JSONValue.object(TuyaModel.json(model)).serializedBytes().count
+            }
+            for count in 0..<64 {
+                let extra = target - bytes(padded(count, 1, 1))
+                guard extra >= 0 else { break }
+                if extra <= 126 {
+                    let first = min(64, 1 + extra)
+                    let model = padded(count, first, 1 + extra - (first - 1))
+                    #expect(bytes(model) == target)
+                    return model
+                }
+            }
+            throw TestSupportError("no padded model of \(target) bytes")
+        }
+        let room = TuyaLinkDialect.maxDownlinkBytes - 2 - topic.utf8.count
+        let fits = try #require(tuya.answer(DeviceQuery(.thingModel, id: "9"), device: "dev1",
+                                            with: .thingModel(try model(payloadBytes: room))))
+        #expect(fits.payload.count == room && TuyaLinkDialect.packetBytes(fits) == 2048)
+        #expect(try JSONParser.parse(fits.payload)["code"] == 0, "a packet of exactly 2,048 bytes is taken")
+        let over = try #require(tuya.answer(DeviceQuery(.thingModel, id: "9"), device: "dev1",
+                                            with: .thingModel(try model(payloadBytes: room + 1))))
+        let refused = try JSONParser.parse(over.payload)
+        #expect(refused["code"] == 413 && refused["data"] == nil, "a payload of \(room + 1) bytes: \(refused)")
+        #expect((refused["message"]?.stringValue ?? "").contains("2049 bytes with its topic"), "\(refused)")
+        #expect(TuyaLinkDialect.fits(over))
+    }
+
     @Test func productsIdentityAndWhichDialectARequestSpeaks() throws {
         #expect(tuya.identity(of: "dev1") == JSONObject([("dialect", "tuyalink"), ("productId", "p-plug")]))
         #expect(tuya.identity(of: "other") == JSONObject([("dialect", "tuyalink")]))
@@ -315,7 +357,7 @@ struct TuyaLinkTopicsTests {
         }
         for message in sent {
             #expect(reads.contains(message.topic), "\(message.topic)")
-            #expect(TuyaLinkDialect.fits(message))
+            #expect(TuyaLinkDialect.fits(message), "\(message.topic): \(TuyaLinkDialect.packetBytes(message)) bytes")
             #expect((try? JSONParser.parse(message.payload)) != nil, "the SDK crashes on a payload that is not JSON")
         }
     }

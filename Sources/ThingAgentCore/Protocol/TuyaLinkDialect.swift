@@ -385,16 +385,23 @@ package struct TuyaLinkDialect: Dialect {
         return OutboundMessage(topic: topic, payload: JSONValue.object(payload).serializedBytes(), qos: 0)
     }
 
-    /// The SDK drops a downlink over this many bytes without a word (its MQTT buffer holds the whole packet: the
-    /// topic and the payload).
+    /// The SDK's MQTT buffer (coreMQTT's `CORE_MQTT_BUFFER_SIZE`): it reads a packet's remaining length into it,
+    /// and drops a downlink whose remaining length is over this many bytes without a word.
     package static let maxDownlinkBytes = 2048
-    /// What of that a message's topic and payload may take: the rest is the packet's header and id, with room.
-    package static let maxMessageBytes = maxDownlinkBytes - 100
-    package var maxDownlinkBytes: Int? { Self.maxMessageBytes }
+    /// What a request's topic and payload may take together (`Agent.send` refuses a longer one): the buffer less
+    /// the topic's length and the packet id.
+    package var maxDownlinkBytes: Int? { Self.maxDownlinkBytes - 4 }
 
-    /// Whether the SDK takes `message` (its topic and payload within `maxMessageBytes`).
+    /// Whether the SDK takes `message`: its remaining length, the topic's length (2 bytes), the topic, a packet id
+    /// when it is delivered at QoS 1 (the SDK subscribes at QoS 1: the agent's QoS decides) and the payload, is at
+    /// most `maxDownlinkBytes`. The payload alone is not the measure: a long topic leaves it less room.
     package static func fits(_ message: OutboundMessage) -> Bool {
-        message.topic.utf8.count + message.payload.count <= maxMessageBytes
+        packetBytes(message) <= maxDownlinkBytes
+    }
+
+    /// `message`'s remaining length as the SDK receives it.
+    package static func packetBytes(_ message: OutboundMessage) -> Int {
+        2 + message.topic.utf8.count + (message.qos > 0 ? 2 : 0) + message.payload.count
     }
 
     package func answer(_ query: DeviceQuery, device: String, with answer: QueryAnswer) -> OutboundMessage? {
@@ -409,8 +416,8 @@ package struct TuyaLinkDialect: Dialect {
             }
             let reply = Self.reply(topic, msgId: query.id, arrival: now, data: .object(TuyaModel.json(model)))
             guard Self.fits(reply) else {
-                return Self.reply(topic, msgId: query.id, arrival: now, code: 413, message: "the model is "
-                                  + "\(reply.payload.count) bytes; Tuya's device SDK takes \(Self.maxMessageBytes) at most")
+                return Self.reply(topic, msgId: query.id, arrival: now, code: 413, message: "the model's answer is "
+                                  + "\(Self.packetBytes(reply)) bytes with its topic; the device SDK takes at most 2048")
             }
             return reply
         case (.subDevices, .subDevices(let devices)):
@@ -422,7 +429,7 @@ package struct TuyaLinkDialect: Dialect {
                 entry["indexId"] = .integer(Int64(index + 1))
                 let value = JSONValue.object(entry)
                 size += value.serializedBytes().count + 1
-                guard size <= Self.maxMessageBytes - 200 else { break }
+                guard size <= Self.maxDownlinkBytes - 300 else { break }
                 list.append(value)
             }
             return Self.reply("tylink/\(device)/device/topo/get_response", msgId: query.id, arrival: now, data: .array(list))

@@ -138,24 +138,24 @@ private func checkConfig(_ bytes: UnsafeRawBufferPointer) {
     _ = Agent.mqttConfiguration(configuration, daemon: false)
     // Every time the file may set, in milliseconds as the agent uses them: a value the bounds let through that
     // traps here would trap in the agent.
-    for seconds in [configuration.sessionExpiry, configuration.keepAlive, configuration.maxClockSkew] {
+    for seconds in [configuration.mqtt.sessionExpiry, configuration.mqtt.keepAlive, configuration.cache.maxClockSkew] {
         _ = Duration.milliseconds(Int64((seconds * 1000).rounded()))
     }
-    for duration in [configuration.flushInterval, configuration.requestTimeout, configuration.offlineGracePeriod,
-                     configuration.reconnectMinDelay, configuration.reconnectMaxDelay,
+    for duration in [configuration.cache.flushInterval, configuration.requestTimeout, configuration.offlineGracePeriod,
+                     configuration.mqtt.reconnectMinDelay, configuration.mqtt.reconnectMaxDelay,
                      configuration.transferStallTimeout] {
         let (whole, fraction) = duration.components
         _ = whole * 1000 + fraction / 1_000_000_000_000_000
     }
     _ = IngestLimits(configuration)
-    _ = APIRateLimiter(rate: configuration.apiRateLimit).allow("c", now: .now)
+    _ = APIRateLimiter(rate: configuration.api.rateLimit).allow("c", now: .now)
 }
 
 /// An agent with no broker and no file, holding a few devices, for the API's synchronous half.
 nonisolated(unsafe) private let apiAgent: Agent = {
     var configuration = AgentConfiguration()
-    configuration.database = "/nonexistent/fuzz.sqlite"
-    configuration.apiPageSize = 2
+    configuration.cache.database = "/nonexistent/fuzz.sqlite"
+    configuration.api.pageSize = 2
     let agent = try! Agent(configuration: configuration, role: .observer)
     for id in ["a", "b", "c", "d"] {
         agent.receive(MQTTMessage(topic: "things/\(id)/thing/status", payload: Array(#"{"status":"online"}"#.utf8)))
@@ -177,7 +177,7 @@ private func checkAPIRequest(_ bytes: UnsafeRawBufferPointer) {
     do {
         let (page, extra) = try apiAgent.devicesPage(request, now: 1_764_450_000_000)
         let ids = page.arrayValue?.compactMap { $0["devId"]?.stringValue } ?? []
-        let limit = request["limit"]?.int64Value.map(Int.init) ?? apiAgent.configuration.apiPageSize
+        let limit = request["limit"]?.int64Value.map(Int.init) ?? apiAgent.configuration.api.pageSize
         guard ids.count <= limit, ids == ids.sorted() else { fatalError("a bad page \(ids) for \(request)") }
         if let after = request["after"]?.stringValue, let first = ids.first, first <= after {
             fatalError("a page starting at \(first), not after \(after)")

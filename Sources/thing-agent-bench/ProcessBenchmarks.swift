@@ -27,11 +27,12 @@ struct ProcessBenchmarks {
     /// read once more with `thing-agent info`).
     /// `eventFeed`: the daemon republishes every change on the events topics (its default), or not.
     /// `reports`: the backlog's shape (`propertyReports` or `realisticReports`).
-    func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true,
+    func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true, dialects: [String] = ["native"],
                      reports shape: (Int, Int) -> [(topic: String, payload: [UInt8])] = { propertyReports(count: $0, devices: $1) })
         async throws -> Drain {
         let metrics = "127.0.0.1:\(Int.random(in: 20_000...60_000))"
-        let environment = ["THING_AGENT_PUBLISH_EVENTS": eventFeed ? "true" : "false", "THING_AGENT_METRICS": metrics]
+        let environment = ["THING_AGENT_PUBLISH_EVENTS": eventFeed ? "true" : "false", "THING_AGENT_METRICS": metrics,
+                           "THING_AGENT_DIALECTS": dialects.joined(separator: ",")]
         let path = directory + "/daemon-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         let arguments = ["run", "--broker", broker.url, "--db", path,
                          "--client-id", "bench-daemon-\(UInt32.random(in: 0...UInt32.max))"]
@@ -39,7 +40,8 @@ struct ProcessBenchmarks {
         try await runDaemon(arguments, environment, log: path + ".log-1") { _ in }
         let marker = "last-\(UInt32.random(in: 0...UInt32.max))"
         var reports = shape(count, devices)
-        let lastDevice = "dev\((count - 1) % devices)"
+        // Every dialect's topic names the device in its second level (`things/D/...`, `tylink/D/...`).
+        let lastDevice = String(reports[count - 1].topic.split(separator: "/")[1])
         reports[count - 1].payload = Array("{\"data\":{\"mode\":\"\(marker)\"}}".utf8)
         try await Publisher(url: broker.url).publish(reports, qos: .atLeastOnce)
 

@@ -116,17 +116,24 @@ if section("ingest") || section("daemon") {
     let count = quick ? 20_000 : 100_000
     let processes = ProcessBenchmarks(broker: broker, directory: directory, thingAgent: binDirectory + "/thing-agent")
     // The bench's own reports (each value with its time), and the shape devices in the field send.
-    let shapes: [(name: String, make: (Int, Int) -> [(topic: String, payload: [UInt8])])] = [
-        ("reports of three timed values", { propertyReports(count: $0, devices: $1) }),
-        ("realistic reports (msgId, time, three bare values)", { realisticReports(count: $0, devices: $1) }),
+    typealias Shape = (name: String, filter: String, dialects: [String],
+                       make: (Int, Int) -> [(topic: String, payload: [UInt8])])
+    let shapes: [Shape] = [
+        ("reports of three timed values", "things/+/thing/properties", ["native"],
+         { propertyReports(count: $0, devices: $1) }),
+        ("realistic reports (msgId, time, three bare values)", "things/+/thing/properties", ["native"],
+         { realisticReports(count: $0, devices: $1) }),
+        ("TuyaLink reports as Tuya's SDK sends them", "tylink/+/thing/property/report", ["native", "tuyalink"],
+         { tuyaLinkReports(count: $0, devices: $1) }),
     ]
     for shape in shapes {
         let (raw, rawCPU) = try await IngestBenchmark(broker: broker, directory: directory)
-            .rawClient(shape.make(count, 200), filter: "things/+/thing/properties", qos: .atLeastOnce)
+            .rawClient(shape.make(count, 200), filter: shape.filter, qos: .atLeastOnce)
         report.add("`mosquitto_sub -c -q 1 -C \(count)` draining the backlog, \(shape.name)", "\(format(raw)) msg/s",
                    "\(format(rawCPU, 1)) µs CPU/msg")
         for feed in [true, false] {
-            let drain = try await processes.daemonDrain(count: count, devices: 200, eventFeed: feed, reports: shape.make)
+            let drain = try await processes.daemonDrain(count: count, devices: 200, eventFeed: feed,
+                                                        dialects: shape.dialects, reports: shape.make)
             report.add("`thing-agent run` on it until `info` shows the last, event feed \(feed ? "on" : "off")",
                        "\(format(drain.perSecond)) msg/s",
                        "ratio \(format(drain.perSecond / raw, 2)), \(format(drain.cpuMicroseconds, 1)) µs CPU/msg "

@@ -336,12 +336,13 @@ package struct TuyaLinkDialect: Dialect {
     /// a batch report's when asked, every bind, topology and time request, and desired properties (none kept).
     private static func replies(_ topic: Topic, _ object: JSONObject, device: String, arrival: Millis)
         -> [OutboundMessage] {
+        // Most reports ask for nothing: decided before any answer's topic is made (this runs for every report).
+        if topic == .report || topic == .batchReport, object["sys"]?["ack"]?.int64Value != 1 { return [] }
         guard let suffix = topic.answerSuffix, let msgId = object["msgId"] else { return [] }
         let answer = "tylink/\(device)/\(suffix)"
-        let asked = object["sys"]?["ack"]?.int64Value == 1
         switch topic {
         case .report, .batchReport:
-            return asked ? [reply(answer, msgId: msgId, arrival: arrival)] : []
+            return [reply(answer, msgId: msgId, arrival: arrival)]
         case .eventTrigger, .desiredDelete:
             // An event is answered whether or not it asked: Tuya's SDK has no way to ask for it.
             return [reply(answer, msgId: msgId, arrival: arrival)]

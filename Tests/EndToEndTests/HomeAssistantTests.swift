@@ -48,9 +48,14 @@ struct HomeAssistantTests {
             "--dialect", "native,alink", "--seed", "7",
         ], logPath: harness.directory + "/simulate.log")
         defer { fleet.signal(SIGKILL) }
+        // Entities arrive one discovery config at a time: the wait is for the whole fleet, both lights' light
+        // entities included (30 entities alone came before the Alink light's under load).
         var view = try await ha.waitFor("the simulated fleet", timeout: .seconds(60)) { view in
-            view.agentDevices.count >= 5 && view.states.count >= 30
+            let lights = view.agentDevices.filter { ["p-light-1", "a1Light1"].contains(view.device($0)?["model_id"]?.stringValue ?? "") }
+            return view.agentDevices.count >= 5 && view.states.count >= 30
                 && view.states.allSatisfy { $0["state"]?.stringValue != "unavailable" }
+                && Set(lights.compactMap { view.device($0)?["model_id"]?.stringValue }).count == 2
+                && lights.allSatisfy { view.state($0, "~light") != nil }
         }
         print("Home Assistant shows \(view.agentDevices.count) devices, \(view.states.count) entities, "
               + "\(Self.elapsed(started)) after the simulator started")

@@ -35,7 +35,7 @@ struct SimulatorTests {
         agent.cache.all().filter { $0.info.category == category }.map(\.id)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func simulatedDevicesAnswerWhatTheyAreAsked() async throws {
         try await withBroker { broker in
             let directory = try makeTemporaryDirectory()
@@ -43,9 +43,10 @@ struct SimulatorTests {
             let (agent, running) = try await Self.startAgent(broker, directory: directory)
             defer { running.cancel() }
             // A transfer takes four 1 s steps, so that the second start below comes while it runs (it is refused),
-            // however slowly the machine gets to it; the run lasts long enough for the transfer to finish.
+            // however slowly the machine gets to it; the run lasts long enough for the transfer to finish, also
+            // when two suites run at once on two cores (25 s was not: the run ended in the transfer's first step).
             let simulator = try Self.simulate(broker, [
-                "--devices", "3", "--gateways", "2", "--subdevices", "2", "--seed", "1", "--duration", "25",
+                "--devices", "3", "--gateways", "2", "--subdevices", "2", "--seed", "1", "--duration", "45",
                 "--transfer-step", "1"], log: directory + "/simulate.log")
             try await waitUntil(timeout: .seconds(10)) {
                 agent.cache.count == 9 && agent.cache.all().allSatisfy { $0.online == true && $0.info.name != nil }

@@ -67,6 +67,8 @@ struct TuyaLinkSimulatorTests {
             func payloads(_ suffix: String) -> [JSONValue] {
                 wire.messages.filter { $0.topic.hasSuffix(suffix) }.compactMap { try? JSONParser.parse($0.payload) }
             }
+            // The recorder's task may lag behind the cache under load: it has them once it has the login.
+            try await waitUntil(timeout: .seconds(20)) { wire.messages.contains { $0.topic.hasSuffix("/device/sub/login") } }
             let bind = try #require(payloads("/device/sub/bind").first)
             #expect(bind["data"]?.arrayValue?.compactMap { $0["clientId"]?.stringValue } == subs, "\(bind)")
             let bound = try #require(payloads("/device/sub/bind_response").first)

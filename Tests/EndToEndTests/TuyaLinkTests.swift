@@ -168,6 +168,10 @@ struct TuyaLinkTests {
         let tooBright = try await deployment.cli(["set", "tlamp1", "bright_value=5000"])
         #expect(tooBright.status == 3 && tooBright.stderr.contains("above the maximum 1000"),
                 "\(tooBright.stdout) \(tooBright.stderr)")
+        // So is its size: the model takes a label of 3,000 bytes, Tuya's SDK no message over its 2,048-byte buffer.
+        let tooLong = try await deployment.cli(["set", "tlamp1", "label=" + String(repeating: "x", count: 3000)])
+        #expect(tooLong.status != 0 && tooLong.stderr.contains("tuyalink devices take at most 2044"),
+                "\(tooLong.stdout) \(tooLong.stderr)")
         // A set through the CLI and the daemon reaches the SDK, which answers set_response and reports the value.
         let set = try await deployment.cli(["set", "tlamp1", "bright_value=500"])
         #expect(set.status == 0, "\(set.stdout) \(set.stderr)\n\(lamp.process.log)")
@@ -175,6 +179,7 @@ struct TuyaLinkTests {
         let received = try await Self.downlink(lamp, "tylink/tlamp1/thing/property/set") {
             $0["data"]?["bright_value"] == 500
         }
+        #expect(!lamp.events.contains { $0["data"]?["label"] != nil }, "the refused set never went out")
         #expect(received["type"] == "THING_TYPE_PROPERTY_SET" && received["sdkParsed"] == true, "\(received)")
         let sentAt = try #require(received["time"]?.int64Value, "\(received)")
         #expect(abs(sentAt - Self.nowSeconds) < 120, "the set's time in seconds, as the SDK reads it: \(received)")
@@ -231,7 +236,7 @@ struct TuyaLinkTests {
         #expect(model["type"] == "THING_TYPE_MODEL_RSP" && model["sdkParsed"] == true && model["code"] == 0, "\(model)")
         #expect(model["data"]?["modelId"] == "p-tlamp", "\(model)")
         let codes = Set((model["data"]?["services"]?[0]?["properties"]?.arrayValue ?? []).compactMap { $0["code"]?.stringValue })
-        #expect(codes == ["switch_led", "bright_value", "work_mode", "temp_current"], "\(model)")
+        #expect(codes == ["switch_led", "bright_value", "work_mode", "temp_current", "label"], "\(model)")
         let actions = (model["data"]?["services"]?[0]?["actions"]?.arrayValue ?? []).compactMap { $0["code"]?.stringValue }
         #expect(actions == ["identify"], "\(model)")
         let payload = try #require(model["payload"]).serializedBytes()

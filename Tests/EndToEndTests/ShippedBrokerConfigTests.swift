@@ -41,7 +41,7 @@ struct ShippedBrokerConfigTests {
         await reader.disconnect()
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(2)))
     func aDeviceWritesOnlyItsOwnTopicsAndReadsOnlyItsOwnRequests() async throws {
         try await Self.withWriter("dev1") { broker, device, witness in
             let own = ["properties", "status", "signal", "info", "gateway/transfer/status", "properties/set_response",

@@ -25,7 +25,8 @@ struct ShippedDynsecConfigTests {
         let agent = try Agent(configuration: configuration)
         let started = Atomic<Bool>(false)
         let running = Task { try await agent.run(onStarted: { started.store(true, ordering: .relaxed) }) }
-        try await waitUntil(timeout: .seconds(30)) { started.load(ordering: .relaxed) || running.isCancelled }
+        // Long: under two suites at once the start (the broker roles first) took over 30 s (`runUntilSubscribed`).
+        try await waitUntil(timeout: .seconds(90)) { started.load(ordering: .relaxed) || running.isCancelled }
         return (agent, running)
     }
 

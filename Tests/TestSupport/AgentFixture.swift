@@ -100,12 +100,13 @@ private func writeModels(_ models: [String], in directory: String,
 
 extension Agent {
     /// Runs the agent in a task, returned once the broker acknowledged its subscriptions: "connected" alone is not
-    /// enough, a report published before the SUBACK would not reach it.
+    /// enough, a report published before the SUBACK would not reach it. The wait is long: when two suites start
+    /// at once, each starting a Home Assistant, a provisioning agent's start (its broker roles first) took over 30 s.
     public func runUntilSubscribed() async throws -> Task<Void, any Error> {
         let subscribed = SubscribedFlag()
         let running = Task { try await run(onStarted: { subscribed.set() }) }
         do {
-            try await waitUntil(timeout: .seconds(30)) { subscribed.isSet }
+            try await waitUntil(timeout: .seconds(90)) { subscribed.isSet }
         } catch {
             running.cancel()
             throw error

@@ -217,40 +217,19 @@ extension Simulator {
     /// start (download), -3 instead of 100 (the image's digest), -4 after 100 (flash), comes back with the old
     /// version (rollback), or stops reporting after step 1 (stall).
     func alinkUpgrade(_ device: VirtualDevice, to version: String) async {
-        defer { device.endUpgrade() }
-        guard let connection = connection(of: device) else { return }
-        let failure = device.drawUpgradeFailure(rate: options.otaFailureRate) ? options.otaFailAt : nil
-        func step() async -> Bool {
-            do { try await Task.sleep(for: .seconds(options.otaStep)) } catch { return false }
-            return true
-        }
-        let steps: [(Int, String)] = [(1, "downloading"), (50, "downloading"), (100, "downloaded")]
-        for (number, desc) in steps {
-            guard await step() else { return }
-            if failure == .verify && number == 100 {
-                await connection.publish(device.alinkProgress(step: -3, desc: "the image's digest does not match"))
-                return
-            }
-            await connection.publish(device.alinkProgress(step: number, desc: desc))
-            if failure == .stall { return }
-            if failure == .download && number == 50 {
-                guard await step() else { return }
-                await connection.publish(device.alinkProgress(step: -2, desc: "download failed"))
-                return
-            }
-        }
-        guard await step() else { return }
-        if failure == .flash {
-            await connection.publish(device.alinkProgress(step: -4, desc: "flash failed"))
-            return
-        }
-        // The restart: a sub-device's gateway logs it out and in again around it.
-        let gateway = device.plan.gatewayId.flatMap { self.device($0) }
-        if let gateway { await connection.publish(gateway.alinkLogout([device])) }
-        device.restartAlinkIDs()
-        if failure != .rollback { device.installed(version) }
-        if let gateway { await connection.publish(gateway.alinkLogin([device], now: Timestamp.current)) }
-        await connection.publish(device.alinkInform(device.firmwareVersion))
-        stats.upgrades.add(1, ordering: .relaxed)
+        await vendorUpgrade(device, to: version, wire: VendorUpgradeWire(
+            steps: [1, 50, 100],
+            progress: { device.alinkProgress(step: $0, desc: $0 == 100 ? "downloaded" : "downloading") },
+            failed: { failure in
+                switch failure {
+                case .download: device.alinkProgress(step: -2, desc: "download failed")
+                case .verify: device.alinkProgress(step: -3, desc: "the image's digest does not match")
+                default: device.alinkProgress(step: -4, desc: "flash failed")
+                }
+            },
+            logout: { $0.alinkLogout([device]) },
+            login: { $0.alinkLogin([device], now: Timestamp.current) },
+            restart: { device.restartAlinkIDs() },
+            report: { device.alinkInform(device.firmwareVersion) }))
     }
 }

@@ -215,40 +215,14 @@ extension Simulator {
     /// `verify` instead of 100, `flash` after 100, comes back with the old version (rollback), or stops reporting
     /// after the first step (stall).
     func tuyaLinkUpgrade(_ device: VirtualDevice, to version: String) async {
-        defer { device.endUpgrade() }
-        guard let connection = connection(of: device) else { return }
-        let failure = device.drawUpgradeFailure(rate: options.otaFailureRate) ? options.otaFailAt : nil
-        func step() async -> Bool {
-            do { try await Task.sleep(for: .seconds(options.otaStep)) } catch { return false }
-            return true
-        }
-        for progress in [10, 50, 100] {
-            guard await step() else { return }
-            if failure == .verify && progress == 100 {
-                await connection.publish(device.tuyaLinkProgress(-1, errorCode: "verify", now: Timestamp.current))
-                return
-            }
-            await connection.publish(device.tuyaLinkProgress(progress, now: Timestamp.current))
-            if failure == .stall { return }
-            if failure == .download && progress == 50 {
-                guard await step() else { return }
-                await connection.publish(device.tuyaLinkProgress(-1, errorCode: "download", now: Timestamp.current))
-                return
-            }
-        }
-        guard await step() else { return }
-        if failure == .flash {
-            await connection.publish(device.tuyaLinkProgress(-1, errorCode: "flash", now: Timestamp.current))
-            return
-        }
-        // The restart: a sub-device's gateway logs it out and in again around it.
-        let gateway = device.plan.gatewayId.flatMap { self.device($0) }
-        if let gateway { await connection.publish(gateway.tuyaLinkLogout([device.id], now: Timestamp.current)) }
-        device.restartTuyaLinkIDs()
-        if failure != .rollback { device.installed(version) }
-        if let gateway { await connection.publish(gateway.tuyaLinkLogin([device.id], now: Timestamp.current)) }
-        await connection.publish(device.tuyaLinkFirmwareReport(device.firmwareVersion, now: Timestamp.current))
-        stats.upgrades.add(1, ordering: .relaxed)
+        await vendorUpgrade(device, to: version, wire: VendorUpgradeWire(
+            steps: [10, 50, 100],
+            progress: { device.tuyaLinkProgress($0, now: Timestamp.current) },
+            failed: { device.tuyaLinkProgress(-1, errorCode: $0.rawValue, now: Timestamp.current) },
+            logout: { $0.tuyaLinkLogout([device.id], now: Timestamp.current) },
+            login: { $0.tuyaLinkLogin([device.id], now: Timestamp.current) },
+            restart: { device.restartTuyaLinkIDs() },
+            report: { device.tuyaLinkFirmwareReport(device.firmwareVersion, now: Timestamp.current) }))
     }
 }
 

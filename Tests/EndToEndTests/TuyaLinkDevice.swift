@@ -6,7 +6,7 @@ import TestSupport
 /// the vendor folder by `scripts/interop-tuyalink`): the SDK speaks TuyaLink over TLS, the program wires it to the
 /// test's broker, answers sets and actions as firmware does, and prints what happens as JSON lines (`{"event":...}`;
 /// the formats and commands are in device.c's header).
-final class TuyaLinkDevice: Sendable {
+final class TuyaLinkDevice: ScriptedDevice {
     let process: DaemonProcess
     let id: String
     /// The file the program runs the commands appended to (`send`).
@@ -55,33 +55,6 @@ final class TuyaLinkDevice: Sendable {
             "127.0.0.1", "\(port)", caFile, deviceID, secret ?? Self.secret(for: deviceID),
             "--commands", commands,
         ] + flags, logPath: logPath)
-    }
-
-    /// Has the program run `command` (one JSON object, `{"cmd":"report","data":{...}}`).
-    func send(_ command: String) throws {
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: commands))
-        defer { try? handle.close() }
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Array((command + "\n").utf8))
-    }
-
-    /// What it printed so far, one JSON object per line (the SDK's log lines, on stderr in the same file, skipped).
-    var events: [JSONObject] {
-        process.log.split(separator: "\n").compactMap { line in
-            line.hasPrefix("{") ? (try? JSONParser.parse(Array(line.utf8)))?.objectValue : nil
-        }
-    }
-
-    /// Waits until it printed an event that `condition` holds for, and returns it.
-    @discardableResult
-    func waitFor(_ what: String, timeout: Duration = .seconds(30),
-                 _ condition: @escaping @Sendable (JSONObject) -> Bool) async throws -> JSONObject {
-        do {
-            try await waitUntil(timeout: timeout) { self.events.contains(where: condition) }
-        } catch {
-            throw TestSupportError("\(id): no \(what) within \(timeout); it printed:\n\(process.log)")
-        }
-        return events.first(where: condition)!
     }
 
     /// Waits until it is connected with its downlinks subscribed (`{"event":"connected"}`).

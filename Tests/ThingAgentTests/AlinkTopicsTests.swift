@@ -136,6 +136,20 @@ struct AlinkTopicsTests {
     /// deploy/mosquitto.acl's Alink lines are the table: the agent writes what the platform publishes, the
     /// example device block writes what a device publishes and reads what the platform publishes, for itself.
     @Test func theShippedACLsAlinkLinesAreTheTable() throws {
+        let users = try Self.shippedACLTopicLines()
+        func topics(_ user: String, _ access: String) -> Set<String> {
+            Set((users[user] ?? []).filter { $0.hasPrefix("topic \(access) /") }.map { String($0.dropFirst("topic \(access) ".count)) })
+        }
+        #expect(topics("thing-agent", "write") == Set(AlinkTopics.everyDevice(.agent)))
+        #expect(topics("lamp1&a1PK", "write") == Set(AlinkTopics.filters(of: "a1PK.lamp1", gateway: false, publisher: .device)))
+        #expect(topics("lamp1&a1PK", "read") == Set(AlinkTopics.filters(of: "a1PK.lamp1", gateway: false, publisher: .agent)))
+        #expect(topics("thing-agent-cli", "write") == ["/sys/+/+/thing/service/property/set", "/sys/+/+/thing/service/+"])
+    }
+}
+
+extension AlinkTopicsTests {
+    /// The `topic` lines of deploy/mosquitto.acl by the user they stand under ("" for those before any `user`).
+    static func shippedACLTopicLines() throws -> [String: [String]] {
         let acl = try String(contentsOfFile: TestSupport.repositoryRoot() + "/deploy/mosquitto.acl", encoding: .utf8)
         var users: [String: [String]] = [:]
         var user = ""
@@ -144,12 +158,6 @@ struct AlinkTopicsTests {
                 users[user, default: []].append(line)
             }
         }
-        func topics(_ user: String, _ access: String) -> Set<String> {
-            Set((users[user] ?? []).filter { $0.hasPrefix("topic \(access) /") }.map { String($0.dropFirst("topic \(access) ".count)) })
-        }
-        #expect(topics("thing-agent", "write") == Set(AlinkTopics.everyDevice(.agent)))
-        #expect(topics("lamp1&a1PK", "write") == Set(AlinkTopics.filters(of: "a1PK.lamp1", gateway: false, publisher: .device)))
-        #expect(topics("lamp1&a1PK", "read") == Set(AlinkTopics.filters(of: "a1PK.lamp1", gateway: false, publisher: .agent)))
-        #expect(topics("thing-agent-cli", "write") == ["/sys/+/+/thing/service/property/set", "/sys/+/+/thing/service/+"])
+        return users
     }
 }

@@ -284,14 +284,7 @@ struct TuyaModelTests {
 @Suite("TuyaLink topics and access")
 struct TuyaLinkTopicsTests {
     @Test func theShippedACLsTuyaLinkLinesAreTheTable() throws {
-        let acl = try String(contentsOfFile: TestSupport.repositoryRoot() + "/deploy/mosquitto.acl", encoding: .utf8)
-        var users: [String: [String]] = [:]
-        var user = ""
-        for line in acl.split(separator: "\n").map(String.init) {
-            if line.hasPrefix("user ") { user = String(line.dropFirst(5)) } else if line.hasPrefix("topic ") {
-                users[user, default: []].append(line)
-            }
-        }
+        let users = try AlinkTopicsTests.shippedACLTopicLines()
         func topics(_ user: String, _ access: String) -> Set<String> {
             Set((users[user] ?? []).filter { $0.hasPrefix("topic \(access) tylink/") }
                 .map { String($0.dropFirst("topic \(access) ".count)) })

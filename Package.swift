@@ -29,17 +29,21 @@ let package = Package(
         ),
 
         // Swift layers: each points only down.
+        // What the shipped modules would otherwise take from Foundation's whole library, which brings ICU (and its
+        // start-up cost) into every process: threads, whole files, blanks, fixed-point numbers. The shipped modules
+        // import FoundationEssentials only.
+        .target(name: "Platform", swiftSettings: swift6),
         .target(name: "JSON", swiftSettings: swift6),
-        .target(name: "MQTT", dependencies: ["CLazyLibraries"], swiftSettings: swift6),
+        .target(name: "MQTT", dependencies: ["CLazyLibraries", "Platform"], swiftSettings: swift6),
         .target(name: "SQLite", dependencies: ["CSQLite"], swiftSettings: swift6),
         .target(name: "HTTPEndpoint", dependencies: ["CMicroHTTPD"], swiftSettings: swift6),
         // The agent's lower layers: protocol, model, cache, events, thing models, requests, support. They cannot
         // import the service, the API or the fleet features above them.
-        .target(name: "ThingAgentCore", dependencies: ["SQLite", "JSON"], swiftSettings: swift6),
+        .target(name: "ThingAgentCore", dependencies: ["SQLite", "JSON", "Platform"], swiftSettings: swift6),
         .target(name: "ThingAgent",
-                dependencies: ["ThingAgentCore", "MQTT", "SQLite", "JSON", "HTTPEndpoint", "CLazyLibraries"],
+                dependencies: ["ThingAgentCore", "MQTT", "SQLite", "JSON", "HTTPEndpoint", "CLazyLibraries", "Platform"],
                 swiftSettings: swift6),
-        .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON"], swiftSettings: swift6),
+        .executableTarget(name: "thing-agent", dependencies: ["ThingAgent", "MQTT", "JSON", "Platform"], swiftSettings: swift6),
         // Benchmarks, all of them: a release-built executable that prints figures (README, "Performance"), with a
         // broker and answering devices of its own (nothing from Tests/).
         .executableTarget(
@@ -61,7 +65,7 @@ let package = Package(
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "ThingAgent", "TestSupport"], swiftSettings: swift6),
         .testTarget(name: "SQLiteTests", dependencies: ["SQLite", "TestSupport"], swiftSettings: swift6),
         .testTarget(name: "HTTPEndpointTests", dependencies: ["HTTPEndpoint", "TestSupport"], swiftSettings: swift6),
-        .testTarget(name: "ThingAgentTests", dependencies: ["ThingAgent", "ThingAgentCore", "TestSupport"], swiftSettings: swift6),
+        .testTarget(name: "ThingAgentTests", dependencies: ["ThingAgent", "ThingAgentCore", "Platform", "TestSupport"], swiftSettings: swift6),
         .testTarget(
             name: "EndToEndTests",
             dependencies: ["ThingAgent", "ThingAgentCore", "TestSupport", "thing-agent"],

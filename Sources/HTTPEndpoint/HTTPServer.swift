@@ -1,7 +1,8 @@
 internal import CMicroHTTPD
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
+import Synchronization
 #endif
 
 /// A small read-only HTTP server over libmicrohttpd: GET on a few paths, each answered by a handler. One internal
@@ -129,21 +130,17 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// The running daemon's pointer; set once at start, taken once at stop.
-private final class DaemonHandle: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: OpaquePointer?
+/// The running daemon's pointer; set once at start, taken once at stop (kept as its address, which is Sendable).
+private final class DaemonHandle: Sendable {
+    private let address = Atomic<Int>(0)
 
     var pointer: OpaquePointer? {
-        get { lock.withLock { stored } }
-        set { lock.withLock { stored = newValue } }
+        get { OpaquePointer(bitPattern: address.load(ordering: .acquiring)) }
+        set { address.store(newValue.map { Int(bitPattern: $0) } ?? 0, ordering: .releasing) }
     }
 
     func take() -> OpaquePointer? {
-        lock.withLock {
-            defer { stored = nil }
-            return stored
-        }
+        OpaquePointer(bitPattern: address.exchange(0, ordering: .acquiringAndReleasing))
     }
 }
 

@@ -12,7 +12,7 @@ struct BrokerAddress: Sendable, Equatable {
             MQTTError(kind: .invalidURL, code: MQTTError.Code.invalid, message: why, context: "url \"\(url)\"")
         }
         self.url = url
-        guard let schemeEnd = url.range(of: "://") else { throw invalid("expected mqtt://host:port or mqtts://host:port") }
+        guard let schemeEnd = url.firstRange(of: "://") else { throw invalid("expected mqtt://host:port or mqtts://host:port") }
         switch url[..<schemeEnd.lowerBound].lowercased() {
         case "mqtt": usesTLS = false
         case "mqtts": usesTLS = true

@@ -1,5 +1,7 @@
 internal import CLazyLibraries
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Synchronization
 
 /// The client's own network thread: it connects, runs `LoopTurn` (poll-based) with a short timeout, and reconnects with
@@ -15,9 +17,7 @@ struct NetworkThread: Sendable {
 
     static func start(core: ClientCore, handle: MosquittoHandle) {
         let worker = NetworkThread(core: core, handle: handle)
-        let thread = Thread { worker.run() }
-        thread.name = "mqtt-\(core.configuration.clientID)"
-        thread.start()
+        startDetachedThread(name: "mqtt-\(core.configuration.clientID)") { worker.run() }
     }
 
     private var configuration: MQTTConfiguration { core.configuration }

@@ -1,5 +1,5 @@
 internal import CLazyLibraries
-import Foundation
+import FoundationEssentials
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -50,7 +50,7 @@ package enum TLSDiagnosis {
         if alert == "alert certificate required" {
             return "the broker requires a client certificate: set certFile and keyFile"
         }
-        return "the broker refused the client certificate (TLS \(alert.replacingOccurrences(of: "alert ", with: "")))"
+        return "the broker refused the client certificate (TLS \(alert.replacing("alert ", with: "")))"
     }
 
     private static func notTLS(_ text: String) -> Bool {

@@ -1,4 +1,7 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Platform
 import ThingAgent
 
 let commands = CommandList.all
@@ -6,7 +9,7 @@ let commands = CommandList.all
 @MainActor
 func topLevelHelp() -> String {
     let width = (commands.map { $0.spec.name.count }.max() ?? 0) + 2
-    let list = commands.map { "  \($0.spec.name.padding(toLength: width, withPad: " ", startingAt: 0))\($0.spec.summary)" }
+    let list = commands.map { "  \($0.spec.name.padded(to: width))\($0.spec.summary)" }
     return """
         thing-agent keeps a fleet of IoT devices in view over MQTT: it caches every device's information,
         properties, status and signal in SQLite and sends them commands.

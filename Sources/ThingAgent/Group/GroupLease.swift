@@ -1,6 +1,7 @@
 import Dispatch
 import JSON
 import MQTT
+import Platform
 import Synchronization
 import ThingAgentCore
 
@@ -132,7 +133,7 @@ final class GroupLease: Sendable {
                 lastTakeover.withLock { $0 = took }
                 lapsedAt = nil
                 logger.notice("this instance is now the group's active one", metadata: [
-                    "group": group, "instance": instance, "tookOver": String(format: "%.3f s", took.seconds)])
+                    "group": group, "instance": instance, "tookOver": took.seconds.fixed(3) + " s"])
                 await publish(client, since: since)
                 await changed(true)
             case .renew(let since):

@@ -1,6 +1,8 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 import MQTT
+import Platform
 import Synchronization
 import ThingAgentCore
 
@@ -70,7 +72,7 @@ final class GroupReplica: Sendable {
     }
 
     func topic(_ kind: Kind, _ key: String) -> String {
-        prefix + kind.rawValue + "/" + (kind.keyedByDevice ? key : key.utf8.map { String(format: "%02x", $0) }.joined())
+        prefix + kind.rawValue + "/" + (kind.keyedByDevice ? key : key.utf8.map { $0.hex(width: 2) }.joined())
     }
 
     // MARK: the active side

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import ThingAgentCore
 
 /// The daemon's metrics in Prometheus' text format (docs/operations.md, "Metrics").
@@ -140,7 +142,7 @@ enum ProcessStart {
         guard fields.count > 19, let ticks = Double(fields[19]) else { return nil }
         guard let system = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
               let line = system.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
-              let boot = Double(line.dropFirst(6).trimmingCharacters(in: .whitespaces)) else { return nil }
+              let boot = Double(line.dropFirst(6).trimmingBlanks()) else { return nil }
         let hertz = Double(sysconf(Int32(_SC_CLK_TCK)))
         return hertz > 0 ? boot + ticks / hertz : nil
     }

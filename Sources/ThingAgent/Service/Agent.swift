@@ -1,7 +1,9 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import HTTPEndpoint
 import JSON
 import MQTT
+import Platform
 import Synchronization
 import ThingAgentCore
 
@@ -375,7 +377,7 @@ public final class Agent: Sendable {
             } catch let error as MQTTError where role.writesCache && Self.isTransient(error) {
                 let what = error.kind == .connectionRefused || error.kind == .timeout
                     ? "broker not reachable" : "connection lost while starting"
-                logger.warning("\(what); retrying in \(String(format: "%.1f", delay.seconds)) s",
+                logger.warning("\(what); retrying in \(delay.seconds.fixed(1)) s",
                                metadata: ["broker": configuration.mqtt.broker, "error": "\(error)"])
                 try await Task.sleep(for: delay)
                 delay = min(max(configuration.mqtt.reconnectMaxDelay, floor), delay * 2)
@@ -445,7 +447,7 @@ public final class Agent: Sendable {
         guard await readiness.wait(timeout: limit) else {
             if Task.isCancelled { throw .cancelled }
             throw .notSent(reason: "not connected to the broker \(configuration.mqtt.broker) within "
-                           + "\(String(format: "%g", limit.seconds)) s")
+                           + "\(limit.seconds.shortest) s")
         }
     }
 

@@ -1,6 +1,8 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 import MQTT
+import Platform
 import ThingAgentCore
 
 /// Everything the agent needs to run. Read from a JSON file (`Config/agent.json` documents every key),
@@ -66,7 +68,7 @@ public struct AgentConfiguration: Sendable, Equatable {
         /// `brokers` comma-separated, as the key `broker` takes them; setting one URL makes it the only broker.
         public var broker: String {
             get { brokers.joined(separator: ",") }
-            set { brokers = newValue.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            set { brokers = newValue.split(separator: ",").map { $0.trimmingBlanks() } }
         }
         public var username: String?
         public var password: String?
@@ -333,7 +335,7 @@ public struct AgentConfiguration: Sendable, Equatable {
                 } else {
                     var pairs = JSONObject()
                     for pair in text.split(separator: ",") {
-                        let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                        let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingBlanks() }
                         guard parts.count == 2 else { return false }
                         pairs[parts[0]] = .string(parts[1])
                     }
@@ -561,7 +563,7 @@ public struct AgentConfiguration: Sendable, Equatable {
             return texts.count == list.count ? texts : nil
         }
         return value.stringValue.map { text in
-            text.split(separator: ",").map { trimming ? $0.trimmingCharacters(in: .whitespaces) : String($0) }
+            text.split(separator: ",").map { trimming ? $0.trimmingBlanks() : String($0) }
         }
     }
 

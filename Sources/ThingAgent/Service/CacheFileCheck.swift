@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import SQLite
 import Synchronization
 import ThingAgentCore
@@ -67,7 +68,7 @@ final class CacheFileCheck: Sendable {
         PrivateFiles.createIfMissing(rebuilt)
         defer { unlink(rebuilt) }  // left only when something failed: its space is wanted back
         try writer.replaceStore { old in
-            try old.database.execute("VACUUM INTO '\(rebuilt.replacingOccurrences(of: "'", with: "''"))'")
+            try old.database.execute("VACUUM INTO '\(rebuilt.replacing("'", with: "''"))'")
             // SQLite's last connection to a WAL file checkpoints it and removes `-wal` and `-shm` by name when it
             // closes, and a new connection at the path takes whatever `-wal` it finds there as its own. So the old
             // connections leave the WAL alone when they close (the local store's closes meanwhile; the cache's

@@ -1,5 +1,8 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import MQTT
+import Platform
 import Synchronization
 import ThingAgentCore
 
@@ -64,7 +67,7 @@ final class ConnectionLog: Sendable {
                 logger.log(connectLevel, "connected to \(url)", metadata: ["clientId": clientID])
             } else {
                 let away = Double(DispatchTime.now().uptimeNanoseconds &- lostAt) / 1e9
-                logger.log(connectLevel, "reconnected to \(url) after \(String(format: "%.1f", away)) s",
+                logger.log(connectLevel, "reconnected to \(url) after \(away.fixed(1)) s",
                            metadata: ["clientId": clientID])
             }
         case .reconnecting(let reason):

@@ -1,4 +1,7 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
+import Platform
 import Synchronization
 
 /// Moves dirty devices from memory to SQLite in batches, on a thread of its own so that SQLite's I/O never runs on
@@ -58,7 +61,7 @@ final package class CacheFlusher: Sendable {
     package func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         beat()
-        let thread = Thread { [self] in
+        startDetachedThread(name: "thing-agent-flusher") { [self] in
             var checked = ContinuousClock.now
             while !stopping.load(ordering: .relaxed) {
                 beat()
@@ -84,8 +87,6 @@ final package class CacheFlusher: Sendable {
             }
             done.signal()
         }
-        thread.name = "thing-agent-flusher"
-        thread.start()
     }
 
     /// Stops the thread after a last flush, and empties the journal (SQLite then holds everything).

@@ -1,5 +1,8 @@
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import JSON
+import Platform
 import SQLite
 import Synchronization
 
@@ -219,7 +222,7 @@ final package class CacheStore {
             let result = Mutex<Result<[(String, PropertyTable)], any Error>?>(nil)
             let done = DispatchSemaphore(value: 0)
             let path = database.path
-            Thread.detachNewThread {
+            startDetachedThread(name: "cache-properties") {
                 let loaded = Result { () throws -> [(String, PropertyTable)] in
                     try Self.loadProperties(Database(path: path, options: .init(readOnly: true)), scope: "", [],
                                             shouldStop: shouldStop)

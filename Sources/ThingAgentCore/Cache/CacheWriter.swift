@@ -1,5 +1,6 @@
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// The one way the cache changes. On the receive path: journal the raw message (durable against a killed process),

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 
 /// The latest firmware per product (`firmwareCatalog`, e.g. `Config/firmware.json`):

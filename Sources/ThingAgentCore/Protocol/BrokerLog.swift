@@ -44,11 +44,11 @@ package struct BrokerLog: Dialect {
     package static func event(_ line: String) -> (client: String, user: String?, connected: Bool)? {
         // "1796171600: New client connected from 127.0.0.1:40110 as CLIENT (p2, c1, k60, u'USER')."
         let text = line.drop { $0 != " " }.dropFirst()
-        if text.hasPrefix("New client connected from "), let asRange = text.range(of: " as "),
-           let details = text.range(of: " (p", options: .backwards), asRange.upperBound < details.lowerBound {
+        if text.hasPrefix("New client connected from "), let asRange = text.firstRange(of: " as "),
+           let details = text.ranges(of: " (p").last, asRange.upperBound < details.lowerBound {
             let client = String(text[asRange.upperBound..<details.lowerBound])
             let tail = text[details.lowerBound...]
-            let user = tail.range(of: "u'").flatMap { start in
+            let user = tail.firstRange(of: "u'").flatMap { start in
                 tail[start.upperBound...].firstIndex(of: "'").map { String(tail[start.upperBound..<$0]) }
             }
             return (client, user, true)
@@ -60,7 +60,7 @@ package struct BrokerLog: Dialect {
                 return (String(text.dropFirst(prefix.count).dropLast(suffix.count)), nil, false)
             }
         }
-        if text.hasPrefix("Client "), let due = text.range(of: " disconnected due to ") {
+        if text.hasPrefix("Client "), let due = text.firstRange(of: " disconnected due to ") {
             return (String(text[text.index(text.startIndex, offsetBy: 7)..<due.lowerBound]), nil, false)
         }
         return nil

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Platform
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -197,7 +198,7 @@ public final class CacheLock: Sendable {
         let device = UInt64(info.st_dev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
         let minor = (device & 0xff) | ((device >> 12) & ~0xff)
-        let file = String(format: "%02llx:%02llx:%llu", major, minor, UInt64(info.st_ino))
+        let file = major.hex(width: 2) + ":" + minor.hex(width: 2) + ":" + String(UInt64(info.st_ino))
         for line in table.split(separator: "\n") {
             let fields = line.split(separator: " ")
             guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == file else { continue }
@@ -209,17 +210,7 @@ public final class CacheLock: Sendable {
     /// A /proc file read to its end: its size reads as 0, and on a busy machine /proc/locks holds thousands of
     /// lines, so one fixed-size read would miss the holder's.
     private static func readWhole(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { return count == 0 ? String(decoding: bytes, as: UTF8.self) : nil }
-            bytes.append(contentsOf: chunk[..<count])
-        }
+        (try? readWholeFile(path)).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Lets the lock go (once; later calls do nothing), emptying the file first so that it never names a holder

@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
+import Platform
 
 /// The one error of everything the agent is configured with: its config file, environment and flags, the detail
 /// layout, the firmware catalog, the scenes file and the thing models. It names where (`source`: the file, or the
@@ -50,10 +52,9 @@ package enum ConfigFile {
     /// A file's bytes; `cannot read it` (with the system's reason) otherwise.
     static package func bytes(_ path: String, _ kind: ConfigError.Kind) throws(ConfigError) -> [UInt8] {
         do {
-            return [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+            return try readWholeFile(path)
         } catch {
-            let reason = (error as NSError).localizedFailureReason.map { " (\($0))" } ?? ""
-            throw ConfigError(kind, source: path, "cannot read it\(reason)")
+            throw ConfigError(kind, source: path, "cannot read it (\(error))")
         }
     }
 

@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
+import Platform
 
 /// Lines for people: `<time> <level> <label>: <message> key=value…`.
 public struct TextLogHandler: AgentLogHandler {
@@ -69,7 +71,7 @@ private struct LogLine: Sendable {
     static func now() -> String { Date().formatted(timeStyle) }
 
     static let standardError: @Sendable (String) -> Void = { line in
-        try? FileHandle.standardError.write(contentsOf: Data((line + "\n").utf8))
+        writeAll(line + "\n", to: STDERR_FILENO)
     }
 
     func write(_ level: AgentLogger.Level, _ text: String) {

@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
+import Platform
 
 /// Thing models in Alink's TSL, the JSON Alibaba Cloud's IoT Platform exports for a product
 /// (`{"profile":{"productKey"},"properties":[{"identifier","accessMode","dataType":{"type","specs"}}],...}`), read
@@ -110,12 +112,12 @@ enum AlinkTSL {
     /// A TSL unit, which may carry the resolution before it (`0.1 °C`: the number is tenths of a degree): the unit
     /// and the scale. A unit of nothing but spaces is none.
     static func unitAndScale(_ text: String?) -> (String?, Int) {
-        guard let text = text?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return (nil, 0) }
+        guard let text = text?.trimmingBlanks(), !text.isEmpty else { return (nil, 0) }
         let parts = text.split(separator: " ", maxSplits: 1)
         if parts.count == 2, let factor = Double(parts[0]), factor > 0, factor < 1 {
             let scale = Int((-log10(factor)).rounded())
             if (1...9).contains(scale), abs(pow(10, -Double(scale)) - factor) < 1e-12 {
-                return (String(parts[1]).trimmingCharacters(in: .whitespaces), scale)
+                return (String(parts[1]).trimmingBlanks(), scale)
             }
         }
         return (text, 0)

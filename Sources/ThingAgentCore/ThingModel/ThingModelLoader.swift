@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 
 /// The thing models known to the agent, by `productId`: one JSON file per product in a directory.

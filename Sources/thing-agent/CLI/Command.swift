@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Platform
 import ThingAgent
 #if canImport(Glibc)
 import Glibc
@@ -21,37 +22,22 @@ extension Command {
 enum Console {
     /// Messages quote what devices said (a refusal's message): nothing in them reaches the terminal raw.
     static func error(_ message: String) {
-        write("thing-agent: \(message.terminalSafe(keepingNewlines: true))\n", to: STDERR_FILENO)
+        writeAll("thing-agent: \(message.terminalSafe(keepingNewlines: true))\n", to: STDERR_FILENO)
     }
 
     /// A line on stdout, written at once (print buffers when stdout is not a terminal). The program's own
     /// newlines stay; any other control character (from a device-supplied string) is escaped. `--json` output
     /// does not come here: it stays exact.
     static func out(_ line: String) {
-        write(line.terminalSafe(keepingNewlines: true) + "\n", to: STDOUT_FILENO)
+        writeAll(line.terminalSafe(keepingNewlines: true) + "\n", to: STDOUT_FILENO)
     }
 
     /// A line every part of which is safe for a terminal already (a `Format.table`, whose cells were escaped one by
     /// one): written as it is, without a second pass over the text and without the copy that adding the newline to
     /// it would make (`devices` prints 100,000 rows).
     static func out(escaped text: String) {
-        write(text, to: STDOUT_FILENO)
-        write("\n", to: STDOUT_FILENO)
-    }
-
-    /// All of `text`, with the system call itself (FileHandle and Data cost more than the write on a short
-    /// command). A closed or full stdout loses the output as FileHandle's `try?` did; nothing else is lost.
-    private static func write(_ text: String, to descriptor: Int32) {
-        var text = text
-        text.withUTF8 { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0, errno == EINTR { continue }
-                guard written > 0 else { return }
-                offset += written
-            }
-        }
+        writeAll(text, to: STDOUT_FILENO)
+        writeAll("\n", to: STDOUT_FILENO)
     }
 }
 

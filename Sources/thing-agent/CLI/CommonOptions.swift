@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import ThingAgent
 
 /// Options every subcommand takes. A flag overrides the environment, which overrides the config file.

@@ -51,9 +51,9 @@ enum ShellCompletion {
     static func zsh(_ commands: [CommandSpec]) -> String {
         /// Text inside a single-quoted zsh word, where `_arguments` also reads `[`, `]` and `:`.
         func quoted(_ text: String) -> String {
-            text.replacingOccurrences(of: "\\", with: "\\\\")
-                .replacingOccurrences(of: "[", with: "\\[").replacingOccurrences(of: "]", with: "\\]")
-                .replacingOccurrences(of: ":", with: "\\:").replacingOccurrences(of: "'", with: "'\\''")
+            text.replacing("\\", with: "\\\\")
+                .replacing("[", with: "\\[").replacing("]", with: "\\]")
+                .replacing(":", with: "\\:").replacing("'", with: "'\\''")
         }
         let names = commands.map { "'\($0.name):\(quoted($0.summary))'" }.joined(separator: "\n        ")
         var cases = ""

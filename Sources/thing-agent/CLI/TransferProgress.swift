@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import ThingAgent
 
 /// Shows a gateway transfer's way through its stages: a bar redrawn in place on a terminal, one plain line per
@@ -49,6 +51,6 @@ struct TransferProgress {
     }
 
     private func write(_ text: String) {
-        try? FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
+        writeAll(text, to: STDOUT_FILENO)
     }
 }

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import ThingAgent
 
 /// Shows a firmware upgrade's way through its stages: a bar redrawn in place on a terminal, one plain line per
@@ -58,6 +60,6 @@ struct UpgradeProgress {
     }
 
     private func write(_ text: String) {
-        try? FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
+        writeAll(text, to: STDOUT_FILENO)
     }
 }

@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 
 /// The Wi-Fi password of `network add`: `--wifi-password P`, or `--wifi-password-file PATH` (`-` reads stdin) so
 /// that it need not show in `ps` or the shell's history. `--password` still works there, deprecated: elsewhere it
@@ -29,12 +31,7 @@ enum WifiPassword {
     }
 
     private static func firstLine(of path: String) throws -> String {
-        let data: Data?
-        if path == "-" {
-            data = try? FileHandle.standardInput.readToEnd() ?? Data()
-        } else {
-            data = FileManager.default.contents(atPath: path)
-        }
+        let data = try? readWholeFile(path == "-" ? "/dev/stdin" : path)
         guard let data else {
             throw CommandFailure(code: .usage, message: "cannot read the Wi-Fi password file \(path)")
         }

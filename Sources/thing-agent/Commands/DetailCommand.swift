@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
+import Platform
 import ThingAgent
 
 /// `thing-agent detail DEVICE`: the device-detail page, sections and items in config order.
@@ -79,7 +81,7 @@ enum DetailCommand: Command {
             let title = section.header?["title"]?.stringValue ?? section.header?["cellType"]?.stringValue
             lines.append("[\(section.name.terminalSafe())]" + (title.map { " \($0.terminalSafe())" } ?? ""))
             for item in section.items {
-                var line = "  \(item.cellType.padding(toLength: 34, withPad: " ", startingAt: 0))"
+                var line = "  \(item.cellType.padded(to: 34))"
                 if item.status != .ok { line += "(\(item.status.rawValue)) " }
                 if let data = item.data { line += data.serialized() + " " }
                 if let message = item.message { line += "- \(message.terminalSafe())" }

@@ -1,5 +1,7 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
+import Platform
 import ThingAgent
 
 /// `thing-agent simulate`: a fleet of virtual devices on the broker that speak the whole protocol.
@@ -176,7 +178,7 @@ enum SimulateCommand: Command {
         }
         if let text = arguments.value("dialect") {
             let names = text.split(separator: ",", omittingEmptySubsequences: false)
-                .map { $0.trimmingCharacters(in: .whitespaces) }
+                .map { $0.trimmingBlanks() }
             let dialects = names.compactMap(SimulatedDialect.init(rawValue:))
             guard !names.isEmpty, dialects.count == names.count, Set(dialects).count == dialects.count else {
                 throw CommandFailure(code: .usage, message: "--dialect needs native, alink or tuyalink, or several "
@@ -186,7 +188,7 @@ enum SimulateCommand: Command {
         }
         if let text = arguments.value("tuyalink-broker") {
             let urls = text.split(separator: ",", omittingEmptySubsequences: false)
-                .map { $0.trimmingCharacters(in: .whitespaces) }
+                .map { $0.trimmingBlanks() }
             guard urls.allSatisfy({ $0.hasPrefix("mqtt://") || $0.hasPrefix("mqtts://") }) else {
                 throw CommandFailure(code: .usage, message: "--tuyalink-broker needs broker URLs, mqtt://host:port or "
                                      + "mqtts://host:port, comma-separated")

@@ -1,4 +1,5 @@
 import JSON
+import Platform
 import ThingAgent
 
 /// `thing-agent stats`: the daemon's receive-path counters, as it writes them into the cache file.
@@ -67,7 +68,7 @@ enum StatsCommand: Command {
         Console.out("Receive path since \(Format.date(stored.since)) (\(Format.age(stored.since, now: now)))")
         for (label, count) in rows {
             let number = String(count)
-            Console.out("  \(label.padding(toLength: labelWidth, withPad: " ", startingAt: 0))  "
+            Console.out("  \(label.padded(to: labelWidth))  "
                 + String(repeating: " ", count: numberWidth - number.count) + number)
         }
         printStorage(storage)

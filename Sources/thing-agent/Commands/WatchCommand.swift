@@ -1,4 +1,6 @@
-import Foundation
+import FoundationEssentials
+import Glibc
+import Platform
 import Synchronization
 import ThingAgent
 
@@ -26,8 +28,7 @@ enum WatchCommand: Command {
             } else {
                 // A reader that goes away (`watch | head`) ends the command instead of crashing it.
                 for await event in updates {
-                    guard (try? FileHandle.standardOutput.write(contentsOf: Data((describe(event) + "\n").utf8))) != nil
-                    else { break }
+                    guard writeAll(describe(event) + "\n", to: STDOUT_FILENO) else { break }
                 }
             }
         }
@@ -114,7 +115,7 @@ final class TerminalScreen: Sendable {
     }
 
     private func write(_ text: String) {
-        try? FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
+        writeAll(text, to: STDOUT_FILENO)
     }
 
 }
@@ -124,7 +125,7 @@ final class QuitKey: Sendable {
     private let flag = Atomic<Bool>(false)
 
     init() {
-        Thread.detachNewThread { [flag = self] in
+        startDetachedThread(name: "quit-key") { [flag = self] in
             var byte: UInt8 = 0
             while read(STDIN_FILENO, &byte, 1) == 1 {
                 if byte == UInt8(ascii: "q") || byte == UInt8(ascii: "Q") || byte == 3 { break }

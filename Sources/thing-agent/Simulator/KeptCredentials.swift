@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 
 /// `simulate --provision --credentials FILE`: what the simulated devices' activations gave them, kept in FILE as a

@@ -14,6 +14,10 @@ public final class MQTTClient: Sendable {
     /// Keep it short. Messages are also yielded,
     /// in order, to `messages` when `streamMessages` is true.
     ///
+    /// `onReceiveTurnEnd` runs on the network thread after each turn of its loop that handled packets: a turn
+    /// reads every packet already waiting (a backlog's in-flight window), so a receiver can batch what the turn's
+    /// `onMessage` calls produced and hand it on once.
+    ///
     /// `onStateChange` is called on the thread that changed the state, with the error that caused it if any
     /// (why a connection was lost, why a reconnect failed, the refused credentials that stopped the client).
     ///
@@ -21,12 +25,13 @@ public final class MQTTClient: Sendable {
     public init(
         configuration: MQTTConfiguration, streamMessages: Bool = true,
         onMessage: (@Sendable (MQTTMessage) -> Void)? = nil,
+        onReceiveTurnEnd: (@Sendable () -> Void)? = nil,
         onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)? = nil
     ) throws(MQTTError) {
         let addresses = try BrokerAddress.list(configuration.brokers)
         let core = ClientCore(
             configuration: configuration, addresses: addresses, streamMessages: streamMessages,
-            onMessage: onMessage, onStateChange: onStateChange)
+            onMessage: onMessage, onReceiveTurnEnd: onReceiveTurnEnd, onStateChange: onStateChange)
         // The handle's `obj` holds one retain on the core, given back after mosquitto_destroy.
         let retained = Unmanaged.passRetained(core).toOpaque()
         do {

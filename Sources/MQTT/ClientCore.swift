@@ -10,6 +10,8 @@ final class ClientCore: Sendable {
     /// `configuration.brokers`, parsed; `State.broker` says which one is in use.
     let addresses: [BrokerAddress]
     let onMessage: (@Sendable (MQTTMessage) -> Void)?
+    /// After a network turn in which packets were handled (`MQTTClient.init`'s `onReceiveTurnEnd`).
+    let onReceiveTurnEnd: (@Sendable () -> Void)?
     let onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)?
     let messages: AsyncStream<MQTTMessage>
     private let messageSink: AsyncStream<MQTTMessage>.Continuation?
@@ -32,11 +34,13 @@ final class ClientCore: Sendable {
     init(
         configuration: MQTTConfiguration, addresses: [BrokerAddress], streamMessages: Bool,
         onMessage: (@Sendable (MQTTMessage) -> Void)?,
+        onReceiveTurnEnd: (@Sendable () -> Void)? = nil,
         onStateChange: (@Sendable (MQTTConnectionState, MQTTError?) -> Void)?
     ) {
         self.configuration = configuration
         self.addresses = addresses
         self.onMessage = onMessage
+        self.onReceiveTurnEnd = onReceiveTurnEnd
         self.onStateChange = onStateChange
         let (stream, sink) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .unbounded)
         messages = stream

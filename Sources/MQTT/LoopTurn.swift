@@ -38,6 +38,8 @@ enum LoopTurn {
         }
         let socketEvents = watched.0.revents
         var packetsRead = 0
+        // Also when the turn ends in an error: whoever batched the turn's messages hands them on.
+        defer { if packetsRead > 0 { core.onReceiveTurnEnd?() } }
         // Errors and hang-ups count as readable, as select reports them: the read then returns the cause.
         if socketEvents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
             // The PUBACK/PUBREC of a message is queued before on_message runs and written only below, after it

@@ -26,23 +26,21 @@ struct ProcessBenchmarks {
     /// runs from starting `thing-agent run` to the last report being in the cache file (polled every 5 ms, then
     /// read once more with `thing-agent info`).
     /// `eventFeed`: the daemon republishes every change on the events topics (its default), or not.
-    /// `reports`: the backlog's shape (`propertyReports` or `realisticReports`).
-    func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true, dialects: [String] = ["native"],
-                     reports shape: (Int, Int) -> [(topic: String, payload: [UInt8])] = { propertyReports(count: $0, devices: $1) })
+    /// `shape`: the backlog's reports, the dialects the daemon speaks for them, and its last report.
+    func daemonDrain(count: Int, devices: Int, eventFeed: Bool = true, shape: BacklogShape = .timedValues)
         async throws -> Drain {
         let metrics = "127.0.0.1:\(Int.random(in: 20_000...60_000))"
         let environment = ["THING_AGENT_PUBLISH_EVENTS": eventFeed ? "true" : "false", "THING_AGENT_METRICS": metrics,
-                           "THING_AGENT_DIALECTS": dialects.joined(separator: ",")]
+                           "THING_AGENT_DIALECTS": shape.dialects.joined(separator: ",")]
         let path = directory + "/daemon-\(UInt32.random(in: 0...UInt32.max)).sqlite"
         let arguments = ["run", "--broker", broker.url, "--db", path,
                          "--client-id", "bench-daemon-\(UInt32.random(in: 0...UInt32.max))"]
         // The first run makes the persistent session; the backlog is queued for it while no daemon runs.
         try await runDaemon(arguments, environment, log: path + ".log-1") { _ in }
         let marker = "last-\(UInt32.random(in: 0...UInt32.max))"
-        var reports = shape(count, devices)
-        // Every dialect's topic names the device in its second level (`things/D/...`, `tylink/D/...`).
-        let lastDevice = String(reports[count - 1].topic.split(separator: "/")[1])
-        reports[count - 1].payload = Array("{\"data\":{\"mode\":\"\(marker)\"}}".utf8)
+        var reports = shape.make(count, devices)
+        let lastDevice = shape.device(reports[count - 1].topic)
+        reports[count - 1].payload = shape.marker(marker)
         try await Publisher(url: broker.url).publish(reports, qos: .atLeastOnce)
 
         var drain = Drain(perSecond: 0, cpuMicroseconds: 0, contextSwitches: 0)

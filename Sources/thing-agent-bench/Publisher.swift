@@ -84,3 +84,20 @@ func signalReports(count: Int, devices: Int, root: String = "things") -> [(topic
          Array("{\"time\":\(base + Int64(n)),\"wifiSignal\":\(-40 - n % 50),\"rsrp\":\(-90 - n % 20)}".utf8))
     }
 }
+
+/// A backlog for the whole-process drain: its reports, the topic filter the raw client drains them with, the
+/// dialects the daemon speaks for them, the device a topic names (as the agent calls it), and a report setting
+/// `mode` to a value (the last of the backlog, which the clock waits for).
+struct BacklogShape: Sendable {
+    let name: String
+    let filter: String
+    let dialects: [String]
+    let make: @Sendable (Int, Int) -> [(topic: String, payload: [UInt8])]
+    /// The native and TuyaLink topics name the device in their second level (`things/D/...`, `tylink/D/...`).
+    var device: @Sendable (String) -> String = { String($0.split(separator: "/")[1]) }
+    /// Bare values under `data` are read by the native and TuyaLink dialects alike.
+    var marker: @Sendable (String) -> [UInt8] = { Array("{\"data\":{\"mode\":\"\($0)\"}}".utf8) }
+
+    static let timedValues = BacklogShape(name: "reports of three timed values", filter: "things/+/thing/properties",
+                                              dialects: ["native"], make: { propertyReports(count: $0, devices: $1) })
+}

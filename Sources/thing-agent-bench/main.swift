@@ -115,16 +115,21 @@ if section("ingest") || section("daemon") {
     print("whole process: a backlog of QoS 1 reports from 200 devices queued for a persistent session")
     let count = quick ? 20_000 : 100_000
     let processes = ProcessBenchmarks(broker: broker, directory: directory, thingAgent: binDirectory + "/thing-agent")
-    // The bench's own reports (each value with its time), and the shape devices in the field send.
-    typealias Shape = (name: String, filter: String, dialects: [String],
-                       make: (Int, Int) -> [(topic: String, payload: [UInt8])])
-    let shapes: [Shape] = [
-        ("reports of three timed values", "things/+/thing/properties", ["native"],
-         { propertyReports(count: $0, devices: $1) }),
-        ("realistic reports (msgId, time, three bare values)", "things/+/thing/properties", ["native"],
-         { realisticReports(count: $0, devices: $1) }),
-        ("TuyaLink reports as Tuya's SDK sends them", "tylink/+/thing/property/report", ["native", "tuyalink"],
-         { tuyaLinkReports(count: $0, devices: $1) }),
+    // The bench's own reports (each value with its time), the shape devices in the field send, and the vendor
+    // SDKs' shapes (the daemon speaking their dialect; Alink's posts each answered).
+    let shapes: [BacklogShape] = [
+        .timedValues,
+        BacklogShape(name: "realistic reports (msgId, time, three bare values)", filter: "things/+/thing/properties",
+                     dialects: ["native"], make: { realisticReports(count: $0, devices: $1) }),
+        BacklogShape(name: "TuyaLink reports as Tuya's SDK sends them", filter: "tylink/+/thing/property/report",
+                     dialects: ["native", "tuyalink"], make: { tuyaLinkReports(count: $0, devices: $1) }),
+        BacklogShape(name: "Alink property posts as Linkkit sends them, each answered",
+                     filter: "/sys/+/+/thing/event/property/post", dialects: ["native", "alink"],
+                     make: { alinkPosts(count: $0, devices: $1) },
+                     device: { topic in topic.split(separator: "/")[1] + "." + topic.split(separator: "/")[2] },
+                     marker: { value in Array("""
+                         {"id":"1","version":"1.0","params":{"mode":"\(value)"},"method":"thing.event.property.post"}
+                         """.utf8) }),
     ]
     for shape in shapes {
         let (raw, rawCPU) = try await IngestBenchmark(broker: broker, directory: directory)
@@ -133,7 +138,7 @@ if section("ingest") || section("daemon") {
                    "\(format(rawCPU, 1)) µs CPU/msg")
         for feed in [true, false] {
             let drain = try await processes.daemonDrain(count: count, devices: 200, eventFeed: feed,
-                                                        dialects: shape.dialects, reports: shape.make)
+                                                        shape: shape)
             report.add("`thing-agent run` on it until `info` shows the last, event feed \(feed ? "on" : "off")",
                        "\(format(drain.perSecond)) msg/s",
                        "ratio \(format(drain.perSecond / raw, 2)), \(format(drain.cpuMicroseconds, 1)) µs CPU/msg "

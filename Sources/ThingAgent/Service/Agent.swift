@@ -188,6 +188,7 @@ public final class Agent: Sendable {
         client = try MQTTClient(
             configuration: mqtt, streamMessages: false,
             onMessage: { message in ingestor.handle(message) },
+            onReceiveTurnEnd: { ingestor.endTurn() },
             onStateChange: { state, error in
                 connectionLog.changed(state, error)
                 readiness.connection(up: state == .connected)
@@ -432,9 +433,10 @@ public final class Agent: Sendable {
     }
 
     /// Feeds a message to the receive path as if the broker had delivered it (benchmarks and tests of the
-    /// receive path without a network in between).
+    /// receive path without a network in between). Each message is a network turn of its own.
     package func receive(_ message: MQTTMessage) {
         ingestor.handle(message)
+        ingestor.endTurn()
     }
 
     // MARK: requests

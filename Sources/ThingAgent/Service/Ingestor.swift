@@ -49,6 +49,8 @@ final class Ingestor: Sendable {
     /// While the receive path waits for the storage (uptime nanoseconds of its last round; 0 when not waiting):
     /// the network thread is then deliberately parked, not stuck, and the watchdog must go on being fed.
     private let holdHeartbeat = Atomic<UInt64>(0)
+    /// Whether the hub holds the events of the current network turn (set by its first message, cleared at its end).
+    private let holdingEvents = Atomic<Bool>(false)
 
     init(dialects: Dialects, writer: CacheWriter, tracker: RequestTracker, logger: AgentLogger,
          elsewhere: (@Sendable (MQTTMessage) -> Bool)? = nil, replies: ReplySender? = nil,
@@ -63,6 +65,8 @@ final class Ingestor: Sendable {
     }
 
     func handle(_ message: MQTTMessage) {
+        // The events of a turn's messages go to the listeners together, when the turn ends (`endTurn`).
+        if !holdingEvents.exchange(true, ordering: .relaxed) { writer.hub.hold() }
         while true {
             if !writer.storage.holdsIntake {
                 counters.countReceived()
@@ -72,6 +76,11 @@ final class Ingestor: Sendable {
             }
             guard waitWhileStorageHolds() else { return }
         }
+    }
+
+    /// The network turn ended: the events its messages made go to the listeners.
+    func endTurn() {
+        if holdingEvents.exchange(false, ordering: .relaxed) { writer.hub.release() }
     }
 
     /// How to refuse a message: cut the connection so that nothing more, its PUBACK included, reaches the broker.

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// One listener's bounded queue. The dispatcher hands it whole batches (one lock, at most one wake-up per batch);
+/// One listener's bounded queue. The hub hands it whole batches (one lock, at most one wake-up per batch);
 /// the listener takes everything queued at once. When full, new events are dropped for this listener alone.
 ///
 /// Hand-written rather than `AsyncStream` because the stream's per-element hand-off (a continuation per element,
@@ -123,15 +123,17 @@ public struct DeviceEventStream: AsyncSequence, Sendable {
         var batch: [DeviceEvent] = []
         var index = 0
 
+        /// Nil once the consuming task is cancelled, even with events queued: a listener removed (its token
+        /// cancelled) hears nothing after the removal, though the hub may already have queued more for it.
         public mutating func next() async -> DeviceEvent? {
-            if index < batch.count {
-                defer { index += 1 }
-                return batch[index]
+            if index >= batch.count {
+                guard let next = await registration.channel.take() else { return nil }
+                batch = next
+                index = 0
             }
-            guard let next = await registration.channel.take() else { return nil }
-            batch = next
-            index = 1
-            return next[0]
+            if Task.isCancelled { return nil }
+            defer { index += 1 }
+            return batch[index]
         }
     }
 

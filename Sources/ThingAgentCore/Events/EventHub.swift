@@ -5,13 +5,13 @@ import Synchronization
 /// Every listener has its own bounded queue. Publishing never waits: when a listener's queue is full the event is
 /// dropped for that listener alone and counted, so a slow or failing listener never blocks ingest or the others.
 ///
-/// The receive path only appends to one pending list; a dispatcher task fans the list out to the listeners. It
-/// gathers for `coalescing` after a wake-up, so under load one wake-up carries many events instead of every
-/// message waking a thread (which costs more than decoding it); when idle it sleeps without a timer.
+/// `publish` hands events to the listeners' queues at once, on the publishing thread (a lock per queue, no task).
+/// The receive path holds its events for the length of a network turn (`hold`, `release`): a turn reads every
+/// packet waiting, so under load one hand-off carries a whole batch and wakes each listener once, instead of every
+/// message waking a thread (which costs more than decoding it); when idle a turn is one message, handed on at once.
+/// All hand-offs take one lock, so every listener sees the events in the order they were published.
 public final class EventHub: Sendable {
     public static let defaultQueueLimit = 1024
-    /// How long the dispatcher lets a burst gather; the latency it adds to an event at most.
-    public static let coalescing: Duration = .microseconds(500)
 
     private struct Entry: Sendable {
         let device: String?
@@ -25,10 +25,10 @@ public final class EventHub: Sendable {
         var byDevice: [String: [UInt64: Entry]] = [:]
     }
 
+    /// Events held while `holding`, and whether the hub has finished. Its lock also orders the hand-offs.
     private struct Pending: ~Copyable {
         var events: [DeviceEvent] = []
-        var waiter: CheckedContinuation<Void, Never>?
-        var dispatcher: Task<Void, Never>?
+        var holding = false
         var finished = false
     }
 
@@ -66,7 +66,6 @@ public final class EventHub: Sendable {
             return state.nextID
         }
         registered.add(1, ordering: .relaxed)
-        startDispatcher()
         if pending.withLock({ $0.finished }) { channel.finish() }
         return DeviceEventStream(registration: .init(channel: channel) { [weak self] in
             self?.remove(id, device: device)
@@ -86,48 +85,37 @@ public final class EventHub: Sendable {
         })
     }
 
-    /// Queues events for the listeners. Never blocks; called on the receive path.
+    /// Hands events to the listeners' queues (held instead while the receive path holds). Never blocks on a
+    /// listener; called on the receive path and wherever an event happens.
     package func publish(_ events: [DeviceEvent]) {
         guard !events.isEmpty else { return }
-        let waiter = pending.withLock { pending -> CheckedContinuation<Void, Never>? in
-            guard !pending.finished else { return nil }
-            pending.events.append(contentsOf: events)
-            defer { pending.waiter = nil }
-            return pending.waiter
-        }
-        waiter?.resume()
-    }
-
-    private func startDispatcher() {
         pending.withLock { pending in
-            guard pending.dispatcher == nil, !pending.finished else { return }
-            pending.dispatcher = Task { [weak self] in await self?.dispatch() }
+            guard !pending.finished else { return }
+            if pending.holding {
+                pending.events.append(contentsOf: events)
+            } else {
+                deliver(events)
+            }
         }
     }
 
-    /// The dispatcher: wait for events, let a burst gather, fan the batch out, repeat.
-    private func dispatch() async {
-        while true {
-            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-                let resumeNow = pending.withLock { pending -> Bool in
-                    if pending.finished || !pending.events.isEmpty { return true }
-                    pending.waiter = waiter
-                    return false
-                }
-                if resumeNow { waiter.resume() }
-            }
-            guard !pending.withLock({ $0.finished }) else { return }
-            try? await Task.sleep(for: Self.coalescing)
-            let batch = pending.withLock { pending -> [DeviceEvent] in
-                defer { pending.events.removeAll(keepingCapacity: true) }
-                return pending.events
-            }
-            deliver(batch)
+    /// Holds what is published until `release` (the receive path, for one network turn).
+    package func hold() {
+        pending.withLock { $0.holding = true }
+    }
+
+    /// Hands on everything held, in order, and stops holding.
+    package func release() {
+        pending.withLock { pending in
+            pending.holding = false
+            guard !pending.events.isEmpty else { return }
+            if !pending.finished { deliver(pending.events) }
+            pending.events.removeAll(keepingCapacity: true)
         }
     }
 
+    /// Fans `events` out to the matching queues; under the `pending` lock, so that hand-offs never interleave.
     private func deliver(_ events: [DeviceEvent]) {
-        guard !events.isEmpty else { return }
         let (fleet, byDevice) = state.withLock { ($0.fleet, $0.byDevice) }
         var dropped = 0
         for entry in fleet.values {
@@ -147,20 +135,14 @@ public final class EventHub: Sendable {
         if dropped > 0 { droppedCount.add(dropped, ordering: .relaxed) }
     }
 
-    /// Delivers what is pending, then ends every stream (the agent is stopping).
+    /// Hands on what is held, then ends every stream (the agent is stopping).
     package func finishAll() {
-        let (batch, waiter, dispatcher) = pending.withLock { pending in
+        pending.withLock { pending in
+            if !pending.events.isEmpty, !pending.finished { deliver(pending.events) }
+            pending.events = []
+            pending.holding = false
             pending.finished = true
-            defer {
-                pending.events = []
-                pending.waiter = nil
-                pending.dispatcher = nil
-            }
-            return (pending.events, pending.waiter, pending.dispatcher)
         }
-        deliver(batch)
-        waiter?.resume()
-        dispatcher?.cancel()
         let entries = state.withLock { state -> [Entry] in
             defer {
                 state.fleet.removeAll()

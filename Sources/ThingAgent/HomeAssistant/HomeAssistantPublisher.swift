@@ -281,7 +281,7 @@ final class HomeAssistantPublisher: CacheWatch, Sendable {
                 let config = HomeAssistantDiscovery.agentConfig(scenes: names, topics: topics)
                 let platforms = config.map(HomeAssistantDiscovery.platforms) ?? [:]
                 for id in platforms.keys { removedComponents[id] = nil }
-                if let config {
+                if config != nil {
                     let full = HomeAssistantDiscovery.agentConfig(scenes: names, topics: topics, removed: removedComponents)!
                     let bytes = JSONValue.object(full).serializedBytes()
                     let digest = Self.digest(bytes)

@@ -65,15 +65,18 @@ final class Ingestor: Sendable {
     }
 
     func handle(_ message: MQTTMessage) {
-        // The events of a turn's messages go to the listeners together, when the turn ends (`endTurn`).
-        if !holdingEvents.exchange(true, ordering: .relaxed) { writer.hub.hold() }
         while true {
             if !writer.storage.holdsIntake {
+                // The events of a turn's messages go to the listeners together, when the turn ends (`endTurn`).
+                if !holdingEvents.exchange(true, ordering: .relaxed) { writer.hub.hold() }
                 counters.countReceived()
                 if process(topic: message.topic, payload: message.payload, arrival: Timestamp.now(), journal: true,
                            message: message) { return }
                 counters.countNotTaken()
             }
+            // Nothing stays held while the receive path waits for the storage: other events (an offline warning)
+            // go on meanwhile.
+            endTurn()
             guard waitWhileStorageHolds() else { return }
         }
     }

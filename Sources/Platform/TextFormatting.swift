@@ -1,5 +1,6 @@
 /// The few pieces of text handling the project took from Foundation's whole library (which brings ICU): trimming
-/// blanks and fixed-point numbers. FoundationEssentials has neither.
+/// blanks, fixed-point numbers and hexadecimal. (Padding is the CLI's `padded(from:to:)`, which counts terminal
+/// columns.) FoundationEssentials has none of them.
 extension StringProtocol {
     /// Without leading and trailing spaces and tabs (what `trimmingCharacters(in: .whitespaces)` did).
     package func trimmingBlanks() -> String {
@@ -8,11 +9,6 @@ extension StringProtocol {
             return ""
         }
         return String(self[first...last])
-    }
-
-    /// Padded with spaces, or cut, to exactly `length` characters (`padding(toLength:withPad:startingAt:)`).
-    package func padded(to length: Int) -> String {
-        count >= length ? String(prefix(length)) : String(self) + String(repeating: " ", count: length - count)
     }
 }
 

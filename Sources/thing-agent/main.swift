@@ -1,7 +1,6 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
-import Platform
 import ThingAgent
 
 let commands = CommandList.all
@@ -9,7 +8,7 @@ let commands = CommandList.all
 @MainActor
 func topLevelHelp() -> String {
     let width = (commands.map { $0.spec.name.count }.max() ?? 0) + 2
-    let list = commands.map { "  \($0.spec.name.padded(to: width))\($0.spec.summary)" }
+    let list = commands.map { "  \($0.spec.name.padded(from: $0.spec.name.count, to: width))\($0.spec.summary)" }
     return """
         thing-agent keeps a fleet of IoT devices in view over MQTT: it caches every device's information,
         properties, status and signal in SQLite and sends them commands.

@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import JSON
 
 /// The latest firmware per product (`firmwareCatalog`, e.g. `Config/firmware.json`):

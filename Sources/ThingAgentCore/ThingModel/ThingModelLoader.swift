@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import JSON
 
 /// The thing models known to the agent, by `productId`: one JSON file per product in a directory.

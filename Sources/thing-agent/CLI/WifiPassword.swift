@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import Platform
 
 /// The Wi-Fi password of `network add`: `--wifi-password P`, or `--wifi-password-file PATH` (`-` reads stdin) so

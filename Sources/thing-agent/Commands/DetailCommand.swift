@@ -1,7 +1,5 @@
 import FoundationEssentials
-import Glibc
 import JSON
-import Platform
 import ThingAgent
 
 /// `thing-agent detail DEVICE`: the device-detail page, sections and items in config order.
@@ -81,7 +79,8 @@ enum DetailCommand: Command {
             let title = section.header?["title"]?.stringValue ?? section.header?["cellType"]?.stringValue
             lines.append("[\(section.name.terminalSafe())]" + (title.map { " \($0.terminalSafe())" } ?? ""))
             for item in section.items {
-                var line = "  \(item.cellType.padded(to: 34))"
+                // Whole when longer than the column (a cut cell type could read as another one).
+                var line = "  " + item.cellType.padded(from: item.cellType.terminalWidth, to: 33) + " "
                 if item.status != .ok { line += "(\(item.status.rawValue)) " }
                 if let data = item.data { line += data.serialized() + " " }
                 if let message = item.message { line += "- \(message.terminalSafe())" }

@@ -1,5 +1,4 @@
 import JSON
-import Platform
 import ThingAgent
 
 /// `thing-agent stats`: the daemon's receive-path counters, as it writes them into the cache file.
@@ -68,7 +67,7 @@ enum StatsCommand: Command {
         Console.out("Receive path since \(Format.date(stored.since)) (\(Format.age(stored.since, now: now)))")
         for (label, count) in rows {
             let number = String(count)
-            Console.out("  \(label.padded(to: labelWidth))  "
+            Console.out("  \(label.padded(from: label.count, to: labelWidth))  "
                 + String(repeating: " ", count: numberWidth - number.count) + number)
         }
         printStorage(storage)

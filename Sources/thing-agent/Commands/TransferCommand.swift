@@ -1,5 +1,4 @@
 import FoundationEssentials
-import Glibc
 import ThingAgent
 
 /// `thing-agent transfer NEW --from FAULTY`: a healthy gateway takes over the sub-devices of a faulty one.

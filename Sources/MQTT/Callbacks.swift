@@ -4,7 +4,7 @@ internal import CLazyLibraries
 /// copies of the data: libmosquitto frees topic, payload and properties when the callback returns.
 enum Callbacks {
     static func install(on pointer: OpaquePointer) {
-        libmosquitto.mosquitto_connect_v5_callback_set(pointer) { mosq, obj, code, flags, _ in
+        libmosquitto.mosquitto_connect_v5_callback_set(pointer) { mosq, obj, code, flags, properties in
             guard let core = ClientCore.from(obj) else { return }
             // Queued here, inside the CONNACK's handling, it goes out before the messages libmosquitto resends
             // once the callback returns, and before anything the client's users can send.
@@ -15,7 +15,9 @@ enum Callbacks {
                                       Int32(birth.qos.rawValue), birth.retain)
                 }
             }
-            core.didReceiveConnack(code: code, sessionPresent: flags & 1 != 0)
+            core.didReceiveConnack(
+                code: code, sessionPresent: flags & 1 != 0,
+                maximumPacketSize: ReceivedProperties.int32(properties, MQTT_PROP_MAXIMUM_PACKET_SIZE))
         }
         libmosquitto.mosquitto_disconnect_v5_callback_set(pointer) { _, obj, reason, _ in
             ClientCore.from(obj)?.didDisconnect(reason: reason)

@@ -26,6 +26,9 @@ final class ClientCore: Sendable {
     /// Messages received and publishes completed, counted by the callbacks: `LoopTurn` reads packets while a call
     /// finds one (errno cannot tell it: libmosquitto's own wake-up write leaves EAGAIN after every queued PUBACK).
     let packetsHandled = Atomic<Int>(0)
+    /// Answers the message handler published on a plain TCP connection, waiting for the network thread to write them
+    /// (`HandlerAnswers`). Only the network thread uses it, so its lock is never contended.
+    let answers = Mutex(HandlerAnswers())
 
     func beat() {
         heartbeat.store(DispatchTime.now().uptimeNanoseconds, ordering: .relaxed)
@@ -93,8 +96,10 @@ final class ClientCore: Sendable {
 
     // MARK: Callbacks (network thread)
 
-    func didReceiveConnack(code: Int32, sessionPresent: Bool) {
-        withState { $0.connack = Connack(code: code, sessionPresent: sessionPresent) }
+    func didReceiveConnack(code: Int32, sessionPresent: Bool, maximumPacketSize: UInt32?) {
+        withState {
+            $0.connack = Connack(code: code, sessionPresent: sessionPresent, maximumPacketSize: maximumPacketSize)
+        }
     }
 
     func didCompletePublish(mid: Int32, reasonCode: Int32) {
@@ -172,6 +177,8 @@ final class ClientCore: Sendable {
 struct Connack: Sendable {
     var code: Int32
     var sessionPresent: Bool
+    /// MQTT 5: the largest packet the broker takes, when it says.
+    var maximumPacketSize: UInt32?
 }
 
 /// An operation waiting for the broker's acknowledgement, keyed by message id.

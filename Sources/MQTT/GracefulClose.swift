@@ -15,15 +15,24 @@ enum GracefulClose {
     /// Writes what is queued and the DISCONNECT, for at most `limit` each for the writing and the closing.
     /// Reads nothing meanwhile: a message read now would be handled, and its acknowledgement, queued after the
     /// DISCONNECT, never sent.
-    static func disconnect(_ handle: MosquittoHandle, limit: Duration = .seconds(1)) {
+    static func disconnect(_ handle: MosquittoHandle, _ core: ClientCore, limit: Duration = .seconds(1)) {
         let pointer = handle.pointer
         let socket = libmosquitto.mosquitto_socket(pointer)
         // Close-on-exec like the library's own: a process started meanwhile must not inherit the connection.
         let held = socket >= 0 ? fcntl(socket, F_DUPFD_CLOEXEC, 0) : -1
         defer { if held >= 0 { closeAfterDraining(held, limit: limit) } }
-        guard libmosquitto.mosquitto_disconnect(pointer) == 0 else { return }
         let clock = ContinuousClock()
-        let deadline = clock.now + limit
+        var deadline = clock.now + limit
+        // The message handler's answers first, whole (`HandlerAnswers`): the DISCONNECT must not land inside one.
+        // Answers still half written at the deadline end the connection without it, as a loss would.
+        while socket >= 0, core.answers.withLock({ !$0.isEmpty }) {
+            guard clock.now < deadline, LoopTurn.writeQueued(pointer, core, socket) == 0,
+                  libmosquitto.mosquitto_socket(pointer) == socket else { return }
+            var writable = pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)
+            if core.answers.withLock({ !$0.isEmpty }) { _ = poll(&writable, 1, 50) }
+        }
+        guard libmosquitto.mosquitto_disconnect(pointer) == 0 else { return }
+        deadline = clock.now + limit
         while clock.now < deadline, libmosquitto.mosquitto_socket(pointer) >= 0 {
             // Returns once the queue is written or the socket is full; the library closes it after the DISCONNECT.
             if libmosquitto.mosquitto_loop_write(pointer, 1) != 0 { return }

@@ -89,6 +89,15 @@ enum ReceivedProperties {
         return String(cString: value)
     }
 
+    static func int32(_ list: OpaquePointer?, _ identifier: mqtt5_property) -> UInt32? {
+        guard let list else { return nil }
+        var value: UInt32 = 0
+        guard libmosquitto.mosquitto_property_read_int32(list, Int32(identifier.rawValue), &value, false) != nil else {
+            return nil
+        }
+        return value
+    }
+
     static func binary(_ list: OpaquePointer?, _ identifier: mqtt5_property) -> [UInt8]? {
         guard let list else { return nil }
         var value: UnsafeMutableRawPointer?

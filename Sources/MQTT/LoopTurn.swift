@@ -26,7 +26,7 @@ enum LoopTurn {
         let wake = core.wake
         let socket = libmosquitto.mosquitto_socket(pointer)
         guard socket >= 0 else { return Int32(MOSQ_ERR_NO_CONN.rawValue) }
-        let wantsWrite = libmosquitto.mosquitto_want_write(pointer)
+        let wantsWrite = libmosquitto.mosquitto_want_write(pointer) || core.answers.withLock { !$0.isEmpty }
         var watched = (
             pollfd(fd: socket, events: Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0), revents: 0),
             pollfd(fd: wake.readDescriptor, events: Int16(POLLIN), revents: 0))
@@ -47,7 +47,9 @@ enum LoopTurn {
             let rc = readWaitingPackets(pointer, core, read: &packetsRead)
             if rc != 0 || libmosquitto.mosquitto_socket(pointer) < 0 { return rc }
         }
-        var writable = socketEvents & Int16(POLLOUT) != 0 || (packetsRead > 0 && libmosquitto.mosquitto_want_write(pointer))
+        var writable = socketEvents & Int16(POLLOUT) != 0
+            || (packetsRead > 0
+                && (libmosquitto.mosquitto_want_write(pointer) || core.answers.withLock { !$0.isEmpty }))
         if watched.1.revents & Int16(POLLIN) != 0 {
             wake.drain()
             // Another thread queued a packet after the poll began; the socket is almost always writable.
@@ -56,7 +58,7 @@ enum LoopTurn {
         if writable {
             // Not once a stop is signalled: a DISCONNECT may be queued (see `MQTTClient.disconnect`).
             let cork = packetsRead > 1 && !core.stopSignalled.load(ordering: .acquiring)
-            let rc = corked(socket, of: pointer, if: cork) { libmosquitto.mosquitto_loop_write(pointer, 1) }
+            let rc = corked(socket, of: pointer, if: cork) { writeQueued(pointer, core, socket) }
             if rc != 0 || libmosquitto.mosquitto_socket(pointer) < 0 { return rc }
             // A TLS handshake that waits to write is driven by the read call (the write call leaves it alone, where
             // `mosquitto_loop` would step the handshake itself); with nothing to read the call does nothing.
@@ -78,6 +80,25 @@ enum LoopTurn {
             if rc != 0 || libmosquitto.mosquitto_socket(pointer) < 0 { return rc }
             if core.packetsHandled.load(ordering: .relaxed) == before { return 0 }
             read += 1
+        }
+        return 0
+    }
+
+    /// Writes the library's queue and the message handler's answers without ever starting one inside a packet of the
+    /// other (`HandlerAnswers`): answers a full socket left half written first, and until they are whole nothing
+    /// else; then the library's queue; then the answers, once the library has nothing left to write. Returns 0 or
+    /// the library's error code.
+    static func writeQueued(_ pointer: OpaquePointer, _ core: ClientCore, _ socket: Int32) -> Int32 {
+        let waiting = core.answers.withLock { answers in
+            answers.isHalfWritten && answers.write(to: socket) == .pending
+        }
+        if waiting { return 0 }
+        let rc = libmosquitto.mosquitto_loop_write(pointer, 1)
+        if rc != 0 || libmosquitto.mosquitto_socket(pointer) != socket { return rc }
+        if !libmosquitto.mosquitto_want_write(pointer) {
+            core.answers.withLock { answers in
+                if !answers.isEmpty { _ = answers.write(to: socket) }
+            }
         }
         return 0
     }

@@ -185,6 +185,8 @@ struct NetworkThread: Sendable {
             state.serverDisconnectReason = nil
             state.attemptLog.removeAll()
         }
+        // Answers for the last connection, perhaps half written, must not begin the next one's stream.
+        core.answers.withLock { $0.reset() }
         do {
             try handle.prepare(version: version, sessionExpiry: configuration.sessionExpiry,
                                keepAlive: configuration.keepAlive)
@@ -288,7 +290,7 @@ struct NetworkThread: Sendable {
     /// Sends DISCONNECT (so the broker drops the will) after everything queued, and closes the connection cleanly
     /// (`GracefulClose`), for at most a second each.
     private func disconnectGracefully() {
-        GracefulClose.disconnect(handle)
+        GracefulClose.disconnect(handle, core)
     }
 
     /// Sleeps for `duration` in short slices; false when a stop was requested meanwhile.

@@ -54,6 +54,7 @@ struct IngestBenchmark {
             dispatched.add(1, ordering: .relaxed)
         }
         let cpu = Measure.cpuSeconds()
+        let threadsBefore = Measure.cpuSecondsByThread()
         let switches = Measure.contextSwitches()
         let seconds = try await Measure.seconds {
             try await agent.start()
@@ -63,6 +64,10 @@ struct IngestBenchmark {
         }
         let used = Measure.cpuSeconds() - cpu
         print("    agent: \(Double(Measure.contextSwitches() - switches) / Double(messages.count)) context switches/msg")
+        // Where the CPU went: the network thread (receive path), the flusher (SQLite), the rest (tasks, listener).
+        let byThread = Measure.cpuSecondsByThread().map { name, seconds in (name, seconds - (threadsBefore[name] ?? 0)) }
+        print("    agent CPU by thread, µs/msg: " + byThread.filter { $0.1 > 0 }.sorted { $0.1 > $1.1 }
+            .map { "\($0.0) \(format($0.1 / Double(messages.count) * 1e6, 1))" }.joined(separator: ", "))
         let stats = agent.statistics
         token.cancel()
         await agent.stop()

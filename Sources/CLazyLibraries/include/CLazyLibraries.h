@@ -38,6 +38,7 @@
     F(mosquitto_property_add_string) \
     F(mosquitto_property_free_all) \
     F(mosquitto_property_read_binary) \
+    F(mosquitto_property_read_int32) \
     F(mosquitto_property_read_string) \
     F(mosquitto_publish) \
     F(mosquitto_publish_v5) \

@@ -50,6 +50,15 @@ final class BenchBroker: Sendable {
         throw BenchError("mosquitto did not start within 10 s; see \(directory)/mosquitto.log")
     }
 
+    /// CPU seconds (user + system) the broker has used so far.
+    var cpuSeconds: Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return .nan }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return .nan }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// SIGKILL: mosquitto started from another process may ignore SIGTERM.
     func stop() {
         if process.isRunning {

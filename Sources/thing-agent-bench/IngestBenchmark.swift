@@ -17,13 +17,15 @@ struct IngestBenchmark {
         _ = try await runProcess("/usr/bin/mosquitto_sub", common + ["-E"])
         try await Publisher(url: broker.url).publish(messages, qos: qos)
         let cpu = Measure.cpuSeconds(children: true)
+        let brokerCPU = broker.cpuSeconds
         let switches = Measure.contextSwitches(children: true)
         let seconds = try await Measure.seconds {
             let result = try await runProcess("/usr/bin/mosquitto_sub", common + ["-C", "\(messages.count)", "-W", "60"])
             guard result.status == 0 else { throw BenchError("mosquitto_sub failed: \(result.stderr)") }
         }
         let used = Measure.cpuSeconds(children: true) - cpu
-        print("    raw: \(Double(Measure.contextSwitches(children: true) - switches) / Double(messages.count)) context switches/msg")
+        print("    raw: \(Double(Measure.contextSwitches(children: true) - switches) / Double(messages.count)) context switches/msg, "
+              + "broker \(format((broker.cpuSeconds - brokerCPU) / Double(messages.count) * 1e6, 1)) µs CPU/msg")
         return (Double(messages.count) / seconds, used / Double(messages.count) * 1e6)
     }
 
@@ -54,6 +56,7 @@ struct IngestBenchmark {
             dispatched.add(1, ordering: .relaxed)
         }
         let cpu = Measure.cpuSeconds()
+        let brokerCPU = broker.cpuSeconds
         let threadsBefore = Measure.cpuSecondsByThread()
         let switches = Measure.contextSwitches()
         let seconds = try await Measure.seconds {
@@ -63,7 +66,8 @@ struct IngestBenchmark {
             }
         }
         let used = Measure.cpuSeconds() - cpu
-        print("    agent: \(Double(Measure.contextSwitches() - switches) / Double(messages.count)) context switches/msg")
+        print("    agent: \(Double(Measure.contextSwitches() - switches) / Double(messages.count)) context switches/msg, "
+              + "broker \(format((broker.cpuSeconds - brokerCPU) / Double(messages.count) * 1e6, 1)) µs CPU/msg")
         // Where the CPU went: the network thread (receive path), the flusher (SQLite), the rest (tasks, listener).
         let byThread = Measure.cpuSecondsByThread().map { name, seconds in (name, seconds - (threadsBefore[name] ?? 0)) }
         print("    agent CPU by thread, µs/msg: " + byThread.filter { $0.1 > 0 }.sorted { $0.1 > $1.1 }

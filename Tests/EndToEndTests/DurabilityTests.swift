@@ -20,8 +20,7 @@ struct DurabilityTests {
             let devices = try (0..<4).map { try SimulatedDevice("k\($0)", brokerURL: broker.url) }
             for device in devices { try await device.connect() }
             let reports = 1500
-            // Each device streams on its own, as devices do: one stream of 6,000 round trips in turn outlasted the
-            // time limit on a loaded machine.
+            // Each device streams on its own, as devices do.
             let stream = Task {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for device in devices {

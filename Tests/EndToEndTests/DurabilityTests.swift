@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import Synchronization
 import Testing
 import TestSupport
 
@@ -19,18 +20,24 @@ struct DurabilityTests {
             try await harness.startDaemon()
             let devices = try (0..<4).map { try SimulatedDevice("k\($0)", brokerURL: broker.url) }
             for device in devices { try await device.connect() }
-            let reports = 1500
-            // Each device streams on its own, as devices do.
+            // Each device streams on its own, as devices do, until both kills are behind it: a stream of a fixed
+            // length ended before the kills on a fast machine, or outlasted the time limit on a loaded one.
+            let streaming = StreamSwitch()
             let stream = Task {
-                try await withThrowingTaskGroup(of: Void.self) { group in
+                try await withThrowingTaskGroup(of: (String, Int).self) { group in
                     for device in devices {
                         group.addTask {
-                            for n in 1...reports {
+                            var n = 0
+                            while streaming.isOn || n < 100 {
+                                n += 1
                                 try await device.properties("{\"counter\":\(n)}", time: t0 + Int64(n))
                             }
+                            return (device.id, n)
                         }
                     }
-                    try await group.waitForAll()
+                    var last: [String: Int] = [:]
+                    for try await (device, n) in group { last[device] = n }
+                    return last
                 }
             }
             // Kill the agent twice in the middle of the stream; it comes back with the same persistent session.
@@ -42,8 +49,11 @@ struct DurabilityTests {
                 try await Task.sleep(for: .milliseconds(200))
                 try await harness.startDaemon()
             }
-            try await stream.value
+            try await Task.sleep(for: .milliseconds(300))
+            streaming.turnOff()
+            let last = try await stream.value
             for device in devices {
+                let reports = try #require(last[device.id])
                 let info = try await harness.waitForInfo(device.id, timeout: .seconds(30)) {
                     $0["properties"]?["counter"] == .integer(Int64(reports))
                 }
@@ -72,4 +82,11 @@ struct DurabilityTests {
             #expect(info["devId"] == "late")
         }
     }
+}
+
+/// On until turned off, read by the streaming devices.
+private final class StreamSwitch: Sendable {
+    private let on = Atomic<Bool>(true)
+    var isOn: Bool { on.load(ordering: .relaxed) }
+    func turnOff() { on.store(false, ordering: .relaxed) }
 }

@@ -13,7 +13,7 @@ extension MQTTClient {
             guard let handle = connectedHandle(state, context: context) else {
                 return .failure(notConnectedError(state, context: context))
             }
-            if !core.addresses[state.broker].usesTLS, core.configuration.tls == nil {
+            if !core.configuration.usesTLS(core.addresses[state.broker]) {
                 let appended = core.answers.withLock { answers in
                     Result { () throws(HandlerAnswers.Refusal) in
                         try answers.append(topic: topic, payload: payload, v5: state.version == .v5,

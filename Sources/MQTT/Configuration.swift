@@ -95,6 +95,11 @@ public struct MQTTConfiguration: Sendable {
     /// wait in the library, in order, until acknowledgements make room. An MQTT 5 broker may ask for fewer.
     public var sendMaximum: Int = 20
 
+    /// Whether a connection to `address` speaks TLS: an `mqtts://` URL, or TLS settings given.
+    func usesTLS(_ address: BrokerAddress) -> Bool {
+        address.usesTLS || tls != nil
+    }
+
     /// One broker.
     public init(url: String, clientID: String) {
         self.init(brokers: [url], clientID: clientID)

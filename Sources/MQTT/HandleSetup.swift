@@ -70,7 +70,7 @@ extension MosquittoHandle {
             }
             try check(rc, "setting the will on \"\(will.topic)\"")
         }
-        if address.usesTLS || configuration.tls != nil {
+        if configuration.usesTLS(address) {
             try applyTLS(configuration.tls ?? MQTTTLS())
         }
         Callbacks.install(on: pointer)

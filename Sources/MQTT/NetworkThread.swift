@@ -259,7 +259,7 @@ struct NetworkThread: Sendable {
         default: break
         }
         let probeTimeout = min(configuration.connectTimeout, .seconds(3))
-        if address.usesTLS || configuration.tls != nil {
+        if configuration.usesTLS(address) {
             let log = core.withState { $0.attemptLog }
             guard let cause = TLSDiagnosis.explain(
                 log: log, host: address.host, port: address.port, tls: configuration.tls ?? MQTTTLS(),

@@ -52,11 +52,7 @@ final class BenchBroker: Sendable {
 
     /// CPU seconds (user + system) the broker has used so far.
     var cpuSeconds: Double {
-        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return .nan }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return .nan }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        ProcessUsage.cpuSeconds(statFile: "/proc/\(process.processIdentifier)/stat") ?? .nan
     }
 
     /// SIGKILL: mosquitto started from another process may ignore SIGTERM.

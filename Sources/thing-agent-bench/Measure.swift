@@ -33,17 +33,12 @@ enum Measure {
     /// CPU seconds (user + system) so far of each of this process's threads, summed by thread name (the network
     /// thread is `mqtt-<client id>`, cut to 15 characters; the cache's flusher `thing-agent-flush`, cut likewise).
     static func cpuSecondsByThread() -> [String: Double] {
-        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         var byName: [String: Double] = [:]
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
         for task in tasks {
             guard let name = try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8),
-                  let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { continue }
-            // Fields after the name: state is the 3rd field of the line, utime and stime the 14th and 15th.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { continue }
-            byName[name.trimmingCharacters(in: .whitespacesAndNewlines), default: 0] += (user + system) / ticks
+                  let seconds = ProcessUsage.cpuSeconds(statFile: "/proc/self/task/\(task)/stat") else { continue }
+            byName[name.trimmingCharacters(in: .whitespacesAndNewlines), default: 0] += seconds
         }
         return byName
     }

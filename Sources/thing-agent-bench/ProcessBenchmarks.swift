@@ -164,15 +164,18 @@ struct ProcessUsage {
     var cpuSeconds: Double = .nan
     var contextSwitches = 0
 
+    /// User plus system CPU seconds from a `/proc/PID/stat` or `/proc/PID/task/TID/stat` file; nil when unreadable.
+    static func cpuSeconds(statFile path: String) -> Double? {
+        guard let stat = try? String(contentsOfFile: path, encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return nil }
+        // Fields after the command name; utime and stime are the 14th and 15th of the whole line.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     init(pid: Int32) {
-        if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-           let close = stat.lastIndex(of: ")") {
-            // Fields after the command name; utime and stime are the 14th and 15th of the whole line.
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            if fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) {
-                cpuSeconds = (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-            }
-        }
+        cpuSeconds = Self.cpuSeconds(statFile: "/proc/\(pid)/stat") ?? .nan
         // Counted per thread: the process's own status file counts its main thread alone.
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         for task in tasks {

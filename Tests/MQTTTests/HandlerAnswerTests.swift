@@ -27,7 +27,7 @@ struct HandlerAnswerTests {
                 let expected = (0..<count).filter { $0 % 7 == topic }.map(expectedAnswer)
                 #expect(answered.received.filter { $0.topic == "answers/\(topic)" }.map(\.payload) == expected)
             }
-            #expect(!answered.states.contains { if case .reconnecting = $0 { true } else { false } })
+            #expect(!answered.reconnected)
         }
     }
 
@@ -77,7 +77,7 @@ struct HandlerAnswerTests {
             #expect(errors.count == 10)
             #expect(errors.allSatisfy { $0.code == MQTTError.Code.payloadSize || $0.message.contains("large") },
                     "\(errors.first.map { "\($0)" } ?? "")")
-            #expect(!answered.states.contains { if case .reconnecting = $0 { true } else { false } })
+            #expect(!answered.reconnected)
         }
     }
 
@@ -155,6 +155,9 @@ private struct Answered {
     /// What `publishFromHandler` threw.
     var refusals: [MQTTError]
     var lost: Int
+
+    /// Whether the answering client lost its connection at any time.
+    var reconnected: Bool { states.contains { if case .reconnecting = $0 { true } else { false } } }
 }
 
 /// Publishes `count` QoS 1 messages ("0", "1", …) at a client that answers each from its handler with `answer`'s

@@ -55,6 +55,11 @@ public final class MQTTClient: Sendable {
 
     public var configuration: MQTTConfiguration { core.configuration }
 
+    /// Why libmosquitto reads this process's plain-TCP sockets unbuffered (a `read(2)` for each byte of a packet's
+    /// header); nil when its reads go through the network thread's buffer, as on Linux x86_64 and arm64. Known once
+    /// a client was made.
+    public static var unbufferedReads: String? { MosquittoLibrary.unbufferedReads }
+
     /// Incoming messages in arrival order. Single consumer: every call returns the same stream.
     /// Finishes when the client stops. Empty when the client was made with `streamMessages: false`.
     public var messages: AsyncStream<MQTTMessage> { core.messages }

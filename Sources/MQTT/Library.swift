@@ -18,8 +18,13 @@ enum MosquittoLibrary {
                              context: "loading libmosquitto")
         }
         _ = libmosquitto.mosquitto_lib_init()
+        _ = unbufferedReads
         return nil
     }()
+
+    /// Why the library reads its sockets unbuffered, a byte per read(2) for each packet's header; nil when its
+    /// reads go through the network thread's buffer (`socket_reads.c`). Set up once, before any handle is made.
+    static let unbufferedReads: String? = thing_agent_buffer_mosquitto_reads().map { String(cString: $0) }
 
     static func ensureInitialised() throws(MQTTError) {
         if let failure { throw failure }

@@ -26,12 +26,15 @@ enum LoopTurn {
         let wake = core.wake
         let socket = libmosquitto.mosquitto_socket(pointer)
         guard socket >= 0 else { return Int32(MOSQ_ERR_NO_CONN.rawValue) }
+        // The library's reads of this socket go through the thread's buffer; what it holds, poll cannot see.
+        thing_agent_socket_buffer_follow(socket)
+        let buffered = thing_agent_socket_buffer_pending() > 0
         let wantsWrite = libmosquitto.mosquitto_want_write(pointer) || core.answers.withLock { !$0.isEmpty }
         var watched = (
             pollfd(fd: socket, events: Int16(POLLIN) | (wantsWrite ? Int16(POLLOUT) : 0), revents: 0),
             pollfd(fd: wake.readDescriptor, events: Int16(POLLIN), revents: 0))
         let ready = withUnsafeMutableBytes(of: &watched) { bytes in
-            poll(bytes.baseAddress!.assumingMemoryBound(to: pollfd.self), 2, timeoutMilliseconds)
+            poll(bytes.baseAddress!.assumingMemoryBound(to: pollfd.self), 2, buffered ? 0 : timeoutMilliseconds)
         }
         if ready < 0 {
             return errno == EINTR ? 0 : Int32(MOSQ_ERR_ERRNO.rawValue)
@@ -41,7 +44,7 @@ enum LoopTurn {
         // Also when the turn ends in an error: whoever batched the turn's messages hands them on.
         defer { if packetsRead > 0 { core.onReceiveTurnEnd?() } }
         // Errors and hang-ups count as readable, as select reports them: the read then returns the cause.
-        if socketEvents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
+        if buffered || socketEvents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
             // The PUBACK/PUBREC of a message is queued before on_message runs and written only below, after it
             // returned: a receive path that cuts the socket from on_message keeps the acknowledgement from going out.
             let rc = readWaitingPackets(pointer, core, read: &packetsRead)

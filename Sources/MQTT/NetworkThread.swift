@@ -23,6 +23,7 @@ struct NetworkThread: Sendable {
     private var configuration: MQTTConfiguration { core.configuration }
 
     private func run() {
+        defer { thing_agent_socket_buffer_release() }
         switch connectFirst() {
         case .failure(let error):
             // Drop any half-open socket so that an idle client holds nothing; `connect()` may be called again.
@@ -187,6 +188,8 @@ struct NetworkThread: Sendable {
         }
         // Answers for the last connection, perhaps half written, must not begin the next one's stream.
         core.answers.withLock { $0.reset() }
+        // So must bytes read ahead from the last connection's socket (the next may get the same number).
+        thing_agent_socket_buffer_follow(-1)
         do {
             try handle.prepare(version: version, sessionExpiry: configuration.sessionExpiry,
                                keepAlive: configuration.keepAlive)

@@ -19,7 +19,7 @@ struct HandlerAnswerTests {
             let answered = try await answerEach(count: count, broker: broker, configuration: {
                 testConfiguration(broker.url, $0, version: version)
             }) { message in
-                let index = Int(message.text ?? "") ?? 0
+                let index = Int(message.text) ?? 0
                 return ("answers/\(index % 7)", expectedAnswer(index))
             }
             #expect(answered.lost == 0)
@@ -50,7 +50,7 @@ struct HandlerAnswerTests {
             let mixed = try await answerEach(count: 200, broker: broker, configuration: {
                 testConfiguration(broker.url, $0)
             }) { message in
-                let index = Int(message.text ?? "") ?? 0
+                let index = Int(message.text) ?? 0
                 return (index % 2 == 0 ? "answers/ü" : "answers/u", message.payload)
             }
             #expect(mixed.received.filter { $0.topic == "answers/ü" }.map(\.payload)
@@ -68,7 +68,7 @@ struct HandlerAnswerTests {
             let answered = try await answerEach(count: 20, broker: broker, configuration: {
                 testConfiguration(broker.url, $0, version: .v5)
             }) { message in
-                let index = Int(message.text ?? "") ?? 0
+                let index = Int(message.text) ?? 0
                 return ("answers/size", [UInt8](repeating: 0x62, count: index % 2 == 0 ? 100 : 5_000))
             }
             #expect(answered.received.count == 10)

@@ -107,6 +107,22 @@ const struct thing_agent_openssl_functions *thing_agent_openssl_table(void);
 const char *_Nullable thing_agent_load_mosquitto(void);
 const char *_Nullable thing_agent_load_openssl(void);
 
+/*
+ * Points libmosquitto's import of read(2) at a reader that serves a followed socket from a buffer (socket_reads.c
+ * says why). Call once, after loading the library and before any client reads. NULL when done; otherwise why not
+ * (the library then reads unbuffered, as before).
+ */
+const char *_Nullable thing_agent_buffer_mosquitto_reads(void);
+/*
+ * On the calling thread, the library's reads of `socket` go through this thread's buffer from now on; a different
+ * socket than the one followed so far (or -1: none) drops what was buffered for the old one.
+ */
+void thing_agent_socket_buffer_follow(int socket);
+/* Bytes the calling thread's buffer holds that the library has not read yet: poll(2) cannot see them. */
+size_t thing_agent_socket_buffer_pending(void);
+/* Frees the calling thread's buffer (at the thread's end). */
+void thing_agent_socket_buffer_release(void);
+
 #pragma clang assume_nonnull end
 
 #endif

@@ -52,7 +52,8 @@ package struct HandlerAnswers {
             throw .libraryDecides
         }
         guard bytes.count - written + packetLength <= Self.limit else { throw .full }
-        bytes.reserveCapacity(bytes.count + packetLength)
+        // No reserveCapacity here: it grows the array to exactly the size asked, a copy of every answer so far at
+        // each append; appending alone grows it geometrically.
         bytes.append(0x30)  // PUBLISH, QoS 0, neither DUP nor RETAIN
         var length = remaining
         repeat {

@@ -77,28 +77,43 @@ static uintptr_t absolute(uintptr_t base, uintptr_t address) {
 
 struct relro_search {
     uintptr_t base;
-    uintptr_t slot;
+    uintptr_t page;
+    uintptr_t page_size;
     int found;
 };
 
+/* Whether the slot's page is one the loader made read-only: the RELRO segment's whole pages only (glibc rounds both
+ * ends down), so a page it shares with writable data stays writable. */
 static int find_relro(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     struct relro_search *search = data;
     if (info->dlpi_addr != search->base) return 0;
+    uintptr_t mask = ~(search->page_size - 1);
     for (int index = 0; index < info->dlpi_phnum; index++) {
         const ElfW(Phdr) *header = &info->dlpi_phdr[index];
-        uintptr_t start = info->dlpi_addr + header->p_vaddr;
-        if (header->p_type == PT_GNU_RELRO && search->slot >= start && search->slot < start + header->p_memsz) {
-            search->found = 1;
-        }
+        if (header->p_type != PT_GNU_RELRO) continue;
+        uintptr_t start = (info->dlpi_addr + header->p_vaddr) & mask;
+        uintptr_t end = (info->dlpi_addr + header->p_vaddr + header->p_memsz) & mask;
+        if (search->page >= start && search->page + search->page_size <= end) search->found = 1;
     }
     return 1;
 }
 
+/* Writes `value` into the import slot at `slot`, making its page writable for the write; 0, or -1. */
+static int write_slot(uintptr_t base, uintptr_t slot, void *value, uintptr_t page_size) {
+    uintptr_t page = slot & ~(page_size - 1);
+    if (mprotect((void *)page, page_size, PROT_READ | PROT_WRITE) != 0) return -1;
+    __atomic_store_n((void **)slot, value, __ATOMIC_RELEASE);
+    struct relro_search search = {.base = base, .page = page, .page_size = page_size, .found = 0};
+    dl_iterate_phdr(find_relro, &search);
+    if (search.found) mprotect((void *)page, page_size, PROT_READ);
+    return 0;
+}
+
 static int is_import_slot(uint32_t type) {
-#if defined(__x86_64__)
+#if defined(__x86_64__) && defined(__LP64__)
     return type == R_X86_64_JUMP_SLOT || type == R_X86_64_GLOB_DAT;
-#elif defined(__aarch64__)
+#elif defined(__aarch64__) && defined(__LP64__)
     return type == R_AARCH64_JUMP_SLOT || type == R_AARCH64_GLOB_DAT;
 #else
     (void)type;
@@ -134,7 +149,11 @@ static int point_import(void *library, const char *symbol, void *replacement, co
         *failure = "the library's relocations are not in a known form";
         return -1;
     }
-    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
+    /* What each written slot held, to put back if a later one cannot be written: all or none. */
+    enum { most = 8 };
+    uintptr_t slots[most];
+    void *previous[most];
     int written = 0;
     for (int table = 0; table < 2; table++) {
         if (tables[table] == NULL) continue;
@@ -144,17 +163,18 @@ static int point_import(void *library, const char *symbol, void *replacement, co
             const ElfW(Sym) *entry = &symbols[ELF64_R_SYM(relocation->r_info)];
             if (strcmp(names + entry->st_name, symbol) != 0) continue;
             uintptr_t slot = base + relocation->r_offset;
-            uintptr_t first = slot & ~(uintptr_t)(page - 1);
-            size_t length = slot + sizeof(void *) - first;
-            if (mprotect((void *)first, length, PROT_READ | PROT_WRITE) != 0) {
-                *failure = "the library's import table cannot be made writable";
+            void *old = __atomic_load_n((void **)slot, __ATOMIC_ACQUIRE);
+            if (old == replacement) continue; /* the same slot listed twice */
+            if (written == most || write_slot(base, slot, replacement, page_size) != 0) {
+                while (written > 0) {
+                    written--;
+                    write_slot(base, slots[written], previous[written], page_size);
+                }
+                *failure = "the library's import table cannot be written";
                 return -1;
             }
-            __atomic_store_n((void **)slot, replacement, __ATOMIC_RELEASE);
-            /* Read-only again where the loader made it so (RELRO); other pages hold writable data. */
-            struct relro_search search = {.base = base, .slot = slot, .found = 0};
-            dl_iterate_phdr(find_relro, &search);
-            if (search.found) mprotect((void *)first, length, PROT_READ);
+            slots[written] = slot;
+            previous[written] = old;
             written++;
         }
     }
@@ -163,7 +183,7 @@ static int point_import(void *library, const char *symbol, void *replacement, co
 }
 
 const char *thing_agent_buffer_mosquitto_reads(void) {
-#if !defined(__x86_64__) && !defined(__aarch64__)
+#if !(defined(__x86_64__) || defined(__aarch64__)) || !defined(__LP64__)
     return "not on this architecture";
 #else
     const char *failure = thing_agent_load_mosquitto();

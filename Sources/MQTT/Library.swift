@@ -25,6 +25,7 @@ enum MosquittoLibrary {
     /// Why the library reads its sockets unbuffered, a byte per read(2) for each packet's header; nil when its
     /// reads go through the network thread's buffer (`socket_reads.c`). Set up once, before any handle is made.
     static let unbufferedReads: String? = thing_agent_buffer_mosquitto_reads().map { String(cString: $0) }
+    static let readsBuffered = unbufferedReads == nil
 
     static func ensureInitialised() throws(MQTTError) {
         if let failure { throw failure }

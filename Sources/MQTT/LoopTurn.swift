@@ -27,7 +27,7 @@ enum LoopTurn {
         let socket = libmosquitto.mosquitto_socket(pointer)
         guard socket >= 0 else { return Int32(MOSQ_ERR_NO_CONN.rawValue) }
         // The library's reads of this socket go through the thread's buffer; what it holds, poll cannot see.
-        thing_agent_socket_buffer_follow(socket)
+        if MosquittoLibrary.readsBuffered { thing_agent_socket_buffer_follow(socket) }
         let buffered = thing_agent_socket_buffer_pending() > 0
         let wantsWrite = libmosquitto.mosquitto_want_write(pointer) || core.answers.withLock { !$0.isEmpty }
         var watched = (

@@ -27,7 +27,7 @@ final package class Journal {
     package let path: String
     private let fd: Int32
     private var base: UnsafeMutableRawPointer
-    private var capacity: Int { didSet { sizeCheckedAt = nil } }
+    private var capacity: Int
     /// Bumped each time the journal is emptied, so a stale file is never replayed against a newer cache.
     private(set) var generation: UInt64
     /// Where the next record goes (bytes from the start of the file).
@@ -35,8 +35,6 @@ final package class Journal {
     /// `end`, readable without the writer's lock (the `thing_agent_journal_bytes` metric).
     package let usedBytes = AtomicCounter()
 
-    /// The arrival time of the last append whose check found the file whole; nil after the size changed.
-    private var sizeCheckedAt: Millis?
     /// The size the file is reserved at, and shrinks back to when emptied.
     package let initialCapacity: Int
     /// Device and inode of the open file, to tell when the path no longer leads to it (deleted, replaced).
@@ -91,12 +89,8 @@ final package class Journal {
     /// recognizes as torn.
     package func append(topic: String, payload: [UInt8], arrival: Millis) throws(JournalError) {
         // A page past the end of the file is SIGBUS when touched: a file truncated by someone else is refused
-        // until `reset` made it whole again. One fstat per millisecond of arrivals, not per record: under a backlog
-        // it was 3% of the receive path, and either way a truncation between the check and the copy is not caught.
-        if arrival != sizeCheckedAt {
-            try checkSize(operation: "append to")
-            sizeCheckedAt = arrival
-        }
+        // until `reset` made it whole again (one fstat per record, a fraction of a microsecond).
+        try checkSize(operation: "append to")
         let length = Self.recordHeaderSize + topic.utf8.count + payload.count
         if Int(end) + length > capacity { try grow(toFit: Int(end) + length) }
         let record = base + Int(end)

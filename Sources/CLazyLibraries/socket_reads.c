@@ -3,9 +3,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
-#include <errno.h>
 #include <link.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,8 +12,8 @@
 /*
  * libmosquitto reads a packet's fixed header a byte per read(2): a command byte, then each byte of the remaining
  * length, then the rest. A small QoS 1 report costs four system calls before it is handled. Its import of read(2) is
- * pointed here: on a thread that took a buffer for its socket, the library's reads of that socket are served from
- * 64 KiB filled by one read(2) each; every other read passes straight to the C library.
+ * pointed here: on a thread that follows a socket (`thing_agent_socket_buffer_follow`), the library's reads of that
+ * socket are served from 64 KiB filled by one read(2) at a time; every other read passes straight to the C library.
  */
 
 enum { capacity = 64 * 1024 };

@@ -35,6 +35,23 @@ struct HomeAssistantTests {
         }
     }
 
+    /// Every entity (and attribute) the checks of step 1 read: a wait on counts alone once caught Home Assistant
+    /// between two discovery configs (the sensor's `report_period` not there yet), and once with a select whose
+    /// `options` had not arrived.
+    private static func readsAreThere(_ view: HomeAssistantView) -> Bool {
+        func first(_ product: String) -> String? {
+            view.agentDevices.first { view.device($0)?["model_id"]?.stringValue == product }
+        }
+        guard let light = first("p-light-1"), let sensor = first("p-sensor-1"), let gateway = first("p-gateway-1")
+        else { return false }
+        let entities = [(light, "label"), (light, "~action/identify"), (light, "~wifi_signal"),
+                        (sensor, "temp_current"), (sensor, "humidity_value"), (sensor, "battery_percentage"),
+                        (sensor, "report_period"), (gateway, "zigbee_channel"), (gateway, "led_switch")]
+        return entities.allSatisfy { view.state($0.0, $0.1) != nil }
+            && view.state(light, "mode")?["attributes"]?["options"] != nil
+            && view.state(light, "~firmware")?["attributes"]?["latest_version"] != nil
+    }
+
     private func steps(_ harness: AgentHarness, _ broker: MosquittoBroker, _ ha: HomeAssistantInstance) async throws {
         try await harness.startDaemon()
         let feed = try await TopicRecorder.start(broker.url, filter: "thing-agent/events/+/command")
@@ -55,7 +72,7 @@ struct HomeAssistantTests {
             return view.agentDevices.count >= 5 && view.states.count >= 30
                 && view.states.allSatisfy { $0["state"]?.stringValue != "unavailable" }
                 && Set(lights.compactMap { view.device($0)?["model_id"]?.stringValue }).count == 2
-                && lights.allSatisfy { view.state($0, "~light") != nil }
+                && lights.allSatisfy { view.state($0, "~light") != nil } && Self.readsAreThere(view)
         }
         print("Home Assistant shows \(view.agentDevices.count) devices, \(view.states.count) entities, "
               + "\(Self.elapsed(started)) after the simulator started")

@@ -194,15 +194,20 @@ public final class CacheLock: Sendable {
     /// 0 EOF`: the pid, then the device as major:minor in hex and the inode).
     private static func holder(of fd: Int32) -> Int32? {
         var info = stat()
-        guard fstat(fd, &info) == 0, let table = readWhole("/proc/locks") else { return nil }
+        guard fstat(fd, &info) == 0 else { return nil }
         let device = UInt64(info.st_dev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
         let minor = (device & 0xff) | ((device >> 12) & ~0xff)
         let file = major.hex(width: 2) + ":" + minor.hex(width: 2) + ":" + String(UInt64(info.st_ino))
-        for line in table.split(separator: "\n") {
-            let fields = line.split(separator: " ")
-            guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == file else { continue }
-            return Int32(fields[4])
+        // The kernel hands the table out a page at a time: a lock taken or let go elsewhere between two pages
+        // shifts the rest, and a line can be missed. A holder not found is looked for again.
+        for _ in 0..<3 {
+            guard let table = readWhole("/proc/locks") else { return nil }
+            for line in table.split(separator: "\n") {
+                let fields = line.split(separator: " ")
+                guard fields.count >= 6, fields[1] == "FLOCK", fields[5] == file else { continue }
+                return Int32(fields[4])
+            }
         }
         return nil
     }

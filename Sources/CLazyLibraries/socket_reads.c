@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,15 +181,47 @@ static int point_import(void *library, const char *symbol, void *replacement, co
     return written;
 }
 
+/*
+ * libmosquitto makes a socket pair per client for `mosquitto_loop`'s select(2) to wake on, and writes a byte into it
+ * for every packet it queues: a system call per PUBACK, failing with EAGAIN once the pair is full, since this
+ * client runs its own loop and never reads it. The library goes on without the pair when socketpair(2) fails (a
+ * warning in its log, then no byte written), so its import of socketpair is pointed at this.
+ */
+static int no_socket_pair(int domain, int type, int protocol, int sv[2]) {
+    (void)domain, (void)type, (void)protocol, (void)sv;
+    errno = EOPNOTSUPP;
+    return -1;
+}
+
+static void *mosquitto_handle(const char **failure) {
+    *failure = thing_agent_load_mosquitto();
+    if (*failure != NULL) return NULL;
+    /* Already loaded: this only finds its handle. */
+    void *library = dlopen(THING_AGENT_MOSQUITTO_SONAME, RTLD_NOW | RTLD_NOLOAD);
+    if (library == NULL) *failure = "libmosquitto is not loaded";
+    return library;
+}
+
+const char *thing_agent_skip_mosquitto_wake_pipe(void) {
+#if !(defined(__x86_64__) || defined(__aarch64__)) || !defined(__LP64__)
+    return "not on this architecture";
+#else
+    const char *failure = NULL;
+    void *library = mosquitto_handle(&failure);
+    if (library == NULL) return failure;
+    int written = point_import(library, "socketpair", (void *)no_socket_pair, &failure);
+    dlclose(library);
+    return written > 0 ? NULL : failure;
+#endif
+}
+
 const char *thing_agent_buffer_mosquitto_reads(void) {
 #if !(defined(__x86_64__) || defined(__aarch64__)) || !defined(__LP64__)
     return "not on this architecture";
 #else
-    const char *failure = thing_agent_load_mosquitto();
-    if (failure != NULL) return failure;
-    /* Already loaded: this only finds its handle. */
-    void *library = dlopen(THING_AGENT_MOSQUITTO_SONAME, RTLD_NOW | RTLD_NOLOAD);
-    if (library == NULL) return "libmosquitto is not loaded";
+    const char *failure = NULL;
+    void *library = mosquitto_handle(&failure);
+    if (library == NULL) return failure;
     int written = point_import(library, "read", (void *)buffered_read, &failure);
     dlclose(library);
     return written > 0 ? NULL : failure;

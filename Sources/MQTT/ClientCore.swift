@@ -24,7 +24,7 @@ final class ClientCore: Sendable {
     /// Signalled by every thread but the network thread after it queued a packet, so the packet goes out at once.
     let wake = WakeSignal()
     /// Messages received and publishes completed, counted by the callbacks: `LoopTurn` reads packets while a call
-    /// finds one (errno cannot tell it: libmosquitto's own wake-up write leaves EAGAIN after every queued PUBACK).
+    /// finds one (errno cannot tell it: whatever the message handler calls may leave EAGAIN in it).
     let packetsHandled = Atomic<Int>(0)
     /// Answers the message handler published on a plain TCP connection, waiting for the network thread to write them
     /// (`HandlerAnswers`). Only the network thread uses it, so its lock is never contended.

@@ -19,6 +19,9 @@ enum MosquittoLibrary {
         }
         _ = libmosquitto.mosquitto_lib_init()
         _ = unbufferedReads
+        // The wake-up pair only `mosquitto_loop` reads; without it the library writes no byte per queued packet.
+        // Where it cannot be skipped the library makes it as before, and nothing else changes.
+        _ = thing_agent_skip_mosquitto_wake_pipe()
         return nil
     }()
 

@@ -114,6 +114,12 @@ const char *_Nullable thing_agent_load_openssl(void);
  */
 const char *_Nullable thing_agent_buffer_mosquitto_reads(void);
 /*
+ * Points libmosquitto's import of socketpair(2) at one that fails, so that no client gets the wake-up pair only
+ * `mosquitto_loop` reads (socket_reads.c says why). Call once, before the first `mosquitto_new`. NULL when done;
+ * otherwise why not (the library then makes the pair, as before).
+ */
+const char *_Nullable thing_agent_skip_mosquitto_wake_pipe(void);
+/*
  * On the calling thread, the library's reads of `socket` go through this thread's buffer from now on; a different
  * socket than the one followed so far (or -1: none) drops what was buffered for the old one.
  */

@@ -193,37 +193,27 @@ static int no_socket_pair(int domain, int type, int protocol, int sv[2]) {
     return -1;
 }
 
-static void *mosquitto_handle(const char **failure) {
-    *failure = thing_agent_load_mosquitto();
-    if (*failure != NULL) return NULL;
+/* Points libmosquitto's import of `symbol` at `replacement`: NULL, or why not. */
+static const char *point_mosquitto_import(const char *symbol, void *replacement) {
+#if !(defined(__x86_64__) || defined(__aarch64__)) || !defined(__LP64__)
+    (void)symbol, (void)replacement;
+    return "not on this architecture";
+#else
+    const char *failure = thing_agent_load_mosquitto();
+    if (failure != NULL) return failure;
     /* Already loaded: this only finds its handle. */
     void *library = dlopen(THING_AGENT_MOSQUITTO_SONAME, RTLD_NOW | RTLD_NOLOAD);
-    if (library == NULL) *failure = "libmosquitto is not loaded";
-    return library;
+    if (library == NULL) return "libmosquitto is not loaded";
+    int written = point_import(library, symbol, replacement, &failure);
+    dlclose(library);
+    return written > 0 ? NULL : failure;
+#endif
 }
 
 const char *thing_agent_skip_mosquitto_wake_pipe(void) {
-#if !(defined(__x86_64__) || defined(__aarch64__)) || !defined(__LP64__)
-    return "not on this architecture";
-#else
-    const char *failure = NULL;
-    void *library = mosquitto_handle(&failure);
-    if (library == NULL) return failure;
-    int written = point_import(library, "socketpair", (void *)no_socket_pair, &failure);
-    dlclose(library);
-    return written > 0 ? NULL : failure;
-#endif
+    return point_mosquitto_import("socketpair", (void *)no_socket_pair);
 }
 
 const char *thing_agent_buffer_mosquitto_reads(void) {
-#if !(defined(__x86_64__) || defined(__aarch64__)) || !defined(__LP64__)
-    return "not on this architecture";
-#else
-    const char *failure = NULL;
-    void *library = mosquitto_handle(&failure);
-    if (library == NULL) return failure;
-    int written = point_import(library, "read", (void *)buffered_read, &failure);
-    dlclose(library);
-    return written > 0 ? NULL : failure;
-#endif
+    return point_mosquitto_import("read", (void *)buffered_read);
 }

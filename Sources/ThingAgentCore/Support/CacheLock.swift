@@ -129,7 +129,8 @@ public final class CacheLock: Sendable {
         guard fd >= 0 else { throw Failed(lockFile: path, reason: String(cString: strerror(errno))) }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             let code = errno
-            let pid = Self.holder(of: fd)
+            // Held by someone: a line the table's read missed is worth looking for again.
+            let pid = Self.holder(of: fd, reads: code == EWOULDBLOCK ? 3 : 1)
             let written = Self.written(in: fd)
             close(fd)
             if code == EWOULDBLOCK {
@@ -191,17 +192,17 @@ public final class CacheLock: Sendable {
     }
 
     /// The pid /proc/locks gives for the FLOCK on the file `fd` is open on (`1: FLOCK ADVISORY WRITE 812 08:01:1234
-    /// 0 EOF`: the pid, then the device as major:minor in hex and the inode).
-    private static func holder(of fd: Int32) -> Int32? {
+    /// 0 EOF`: the pid, then the device as major:minor in hex and the inode). The kernel hands the table out a page
+    /// at a time: a lock taken or let go elsewhere between two pages shifts the rest, and a line can be missed, so
+    /// a caller that knows the lock is held reads it up to `reads` times.
+    private static func holder(of fd: Int32, reads: Int = 1) -> Int32? {
         var info = stat()
         guard fstat(fd, &info) == 0 else { return nil }
         let device = UInt64(info.st_dev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
         let minor = (device & 0xff) | ((device >> 12) & ~0xff)
         let file = major.hex(width: 2) + ":" + minor.hex(width: 2) + ":" + String(UInt64(info.st_ino))
-        // The kernel hands the table out a page at a time: a lock taken or let go elsewhere between two pages
-        // shifts the rest, and a line can be missed. A holder not found is looked for again.
-        for _ in 0..<3 {
+        for _ in 0..<reads {
             guard let table = readWhole("/proc/locks") else { return nil }
             for line in table.split(separator: "\n") {
                 let fields = line.split(separator: " ")

@@ -80,6 +80,49 @@ struct IngestBenchmark {
     }
 }
 
+/// One backlog drained by the raw client and by the agent in alternated pairs, each on a fresh session. On two
+/// cores shared with the broker a single pair's ratio moves by ±0.2 from run to run; the median of the pairs' ratios
+/// is the figure, their range beside it.
+struct IngestComparison {
+    /// (messages per second, CPU µs per message), one per pair.
+    var raw: [(Double, Double)] = []
+    var agent: [(Double, Double)] = []
+
+    var ratios: [Double] { zip(agent, raw).map { $0.0 / $1.0 }.sorted() }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
+    /// Adds the raw client's line and the agent's (medians, the ratio's median and range) to `report`.
+    func add(to report: Report, raw rawName: String, agent agentName: String) {
+        let pairs = ratios.count
+        report.add(rawName, "\(format(Self.median(raw.map(\.0)))) msg/s",
+                   "\(format(Self.median(raw.map(\.1)), 1)) µs CPU/msg" + (pairs > 1 ? ", median of \(pairs)" : ""))
+        let range = pairs > 1 ? " (pairs \(format(ratios.first!, 2))–\(format(ratios.last!, 2)))" : ""
+        report.add(agentName, "\(format(Self.median(agent.map(\.0)))) msg/s",
+                   "ratio \(format(Self.median(ratios), 2))\(range), \(format(Self.median(agent.map(\.1)), 1)) µs CPU/msg")
+    }
+}
+
+extension IngestBenchmark {
+    /// `rounds` pairs, the raw client first in the first, third, … and second in the others, so that neither side
+    /// always drains after the other.
+    func compare(_ messages: [(topic: String, payload: [UInt8])], filter: String, qos: QoS,
+                 dialects: [String] = ["native"], rounds: Int) async throws -> IngestComparison {
+        var comparison = IngestComparison()
+        for round in 0..<max(1, rounds) {
+            if round % 2 == 1 { comparison.agent.append(try await agent(messages, qos: qos, dialects: dialects)) }
+            comparison.raw.append(try await rawClient(messages, filter: filter, qos: qos))
+            if round % 2 == 0 { comparison.agent.append(try await agent(messages, qos: qos, dialects: dialects)) }
+        }
+        return comparison
+    }
+}
+
 struct BenchError: Error, CustomStringConvertible {
     let description: String
     init(_ description: String) { self.description = description }

@@ -1,4 +1,5 @@
 import Foundation
+import MQTT
 
 /// thing-agent's benchmarks: one run against one local broker, figures printed as a table.
 /// Build in release: `swift run -c release thing-agent-bench [--quick]`.
@@ -85,30 +86,25 @@ if section("ingest") {
 print("ingest (backlog drained through a persistent session)")
 let count = quick ? 20_000 : 100_000
 let ingest = IngestBenchmark(broker: broker, directory: directory)
-let reports = propertyReports(count: count, devices: 1000)
-let (raw1, rawCPU1) = try await ingest.rawClient(reports, filter: "things/+/thing/properties", qos: .atLeastOnce)
-report.add("raw mosquitto_sub, QoS 1 property reports", "\(format(raw1)) msg/s", "\(format(rawCPU1, 1)) µs CPU/msg")
-let (agent1, agentCPU1) = try await ingest.agent(reports, qos: .atLeastOnce)
-report.add("thing-agent, QoS 1 property reports", "\(format(agent1)) msg/s",
-           "ratio \(format(agent1 / raw1, 2)), \(format(agentCPU1, 1)) µs CPU/msg")
-let signals = signalReports(count: count, devices: 1000)
-let (raw0, rawCPU0) = try await ingest.rawClient(signals, filter: "things/+/thing/signal", qos: .atMostOnce)
-report.add("raw mosquitto_sub, QoS 0 signal reports", "\(format(raw0)) msg/s", "\(format(rawCPU0, 1)) µs CPU/msg")
-let (agent0, agentCPU0) = try await ingest.agent(signals, qos: .atMostOnce)
-report.add("thing-agent, QoS 0 signal reports", "\(format(agent0)) msg/s",
-           "ratio \(format(agent0 / raw0, 2)), \(format(agentCPU0, 1)) µs CPU/msg")
-let posts = alinkPosts(count: count, devices: 1000)
-let (rawAlink, rawAlinkCPU) = try await ingest.rawClient(posts, filter: "/sys/+/+/thing/event/+/post", qos: .atLeastOnce)
-report.add("raw mosquitto_sub, QoS 1 Alink property posts", "\(format(rawAlink)) msg/s", "\(format(rawAlinkCPU, 1)) µs CPU/msg")
-let (agentAlink, agentAlinkCPU) = try await ingest.agent(posts, qos: .atLeastOnce, dialects: ["native", "alink"])
-report.add("thing-agent, QoS 1 Alink property posts, each answered", "\(format(agentAlink)) msg/s",
-           "ratio \(format(agentAlink / rawAlink, 2)), \(format(agentAlinkCPU, 1)) µs CPU/msg")
-let tuya = tuyaLinkReports(count: count, devices: 1000)
-let (rawTuya, rawTuyaCPU) = try await ingest.rawClient(tuya, filter: "tylink/+/thing/property/report", qos: .atLeastOnce)
-report.add("raw mosquitto_sub, QoS 1 TuyaLink property reports", "\(format(rawTuya)) msg/s", "\(format(rawTuyaCPU, 1)) µs CPU/msg")
-let (agentTuya, agentTuyaCPU) = try await ingest.agent(tuya, qos: .atLeastOnce, dialects: ["native", "tuyalink"])
-report.add("thing-agent, QoS 1 TuyaLink property reports", "\(format(agentTuya)) msg/s",
-           "ratio \(format(agentTuya / rawTuya, 2)), \(format(agentTuyaCPU, 1)) µs CPU/msg")
+// Alternated pairs: the ratio is their median (`--rounds N`, 3 by default, 1 with --quick).
+let rounds = arguments.firstIndex(of: "--rounds").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
+    ?? (quick ? 1 : 3)
+let shapes: [(name: String, messages: [(topic: String, payload: [UInt8])], filter: String, qos: QoS, dialects: [String])] = [
+    ("QoS 1 property reports", propertyReports(count: count, devices: 1000), "things/+/thing/properties",
+     .atLeastOnce, ["native"]),
+    ("QoS 0 signal reports", signalReports(count: count, devices: 1000), "things/+/thing/signal", .atMostOnce,
+     ["native"]),
+    ("QoS 1 Alink property posts", alinkPosts(count: count, devices: 1000), "/sys/+/+/thing/event/+/post",
+     .atLeastOnce, ["native", "alink"]),
+    ("QoS 1 TuyaLink property reports", tuyaLinkReports(count: count, devices: 1000), "tylink/+/thing/property/report",
+     .atLeastOnce, ["native", "tuyalink"]),
+]
+for shape in shapes {
+    let comparison = try await ingest.compare(shape.messages, filter: shape.filter, qos: shape.qos,
+                                              dialects: shape.dialects, rounds: rounds)
+    comparison.add(to: report, raw: "raw mosquitto_sub, \(shape.name)",
+                   agent: "thing-agent, \(shape.name)" + (shape.dialects.contains("alink") ? ", each answered" : ""))
+}
 }
 
 if section("ingest") || section("daemon") {

@@ -42,12 +42,13 @@ struct SimulatorTests {
             defer { try? FileManager.default.removeItem(atPath: directory) }
             let (agent, running) = try await Self.startAgent(broker, directory: directory)
             defer { running.cancel() }
-            // A transfer takes four 1 s steps, so that the second start below comes while it runs (it is refused),
-            // however slowly the machine gets to it; the run lasts long enough for the transfer to finish, also
+            // A transfer takes four 2 s steps, so that the second start below comes while it runs (it is refused),
+            // however slowly the machine gets to it (with four 1 s steps, once beside a second suite, the first had
+            // finished before the second start arrived); the run lasts long enough for the transfer to finish, also
             // when two suites run at once on two cores (25 s was not: the run ended in the transfer's first step).
             let simulator = try Self.simulate(broker, [
-                "--devices", "3", "--gateways", "2", "--subdevices", "2", "--seed", "1", "--duration", "45",
-                "--transfer-step", "1"], log: directory + "/simulate.log")
+                "--devices", "3", "--gateways", "2", "--subdevices", "2", "--seed", "1", "--duration", "60",
+                "--transfer-step", "2"], log: directory + "/simulate.log")
             try await waitUntil(timeout: .seconds(10)) {
                 agent.cache.count == 9 && agent.cache.all().allSatisfy { $0.online == true && $0.info.name != nil }
             }

@@ -52,6 +52,10 @@ struct HomeAssistantDiscoveryTests {
         #expect(config["device"]?["name"] == "Hall light" && config["device"]?["model"] == "Demo light"
                 && config["device"]?["model_id"] == "p-light-1" && config["device"]?["sw_version"] == "1.4.2")
         #expect(config["availability_mode"] == "all" && config["availability"]?.arrayValue?.count == 2)
+        // Both payloads written out in every entry (Home Assistant's defaults): see `availabilityEntry`.
+        #expect(config["availability"]?.arrayValue?.allSatisfy {
+            $0["payload_available"] == "online" && $0["payload_not_available"] == "offline"
+        } == true)
         #expect(config["origin"]?["name"] == "thing-agent")
         // No topic with a wildcard, every unique id stable.
         let text = JSONValue.object(config).serialized()

@@ -47,13 +47,24 @@ enum HomeAssistantDiscovery {
             ("device", .object(deviceBlock(device))),
             ("origin", .object(origin)),
             ("availability", .array([
-                .object(JSONObject([("topic", .string(topics.agentStatus)), ("value_template", "{{ value_json.status }}")])),
-                .object(JSONObject([("topic", .string(topics.availability(id)))])),
+                availabilityEntry(topics.agentStatus, template: "{{ value_json.status }}"),
+                availabilityEntry(topics.availability(id)),
             ])),
             ("availability_mode", "all"),
             ("qos", 1),
             ("components", .object(components)),
         ])
+    }
+
+    /// One entry of an `availability` list. The payloads are Home Assistant's defaults, written out: under load Home
+    /// Assistant 2025.4 was seen to set up an entity of a device-based config from an entry its schema had not
+    /// filled in (`KeyError: 'payload_available'`), and the entity never appeared.
+    static func availabilityEntry(_ topic: String, template: String? = nil) -> JSONValue {
+        var entry = JSONObject([("topic", .string(topic))])
+        if let template { entry["value_template"] = .string(template) }
+        entry["payload_available"] = "online"
+        entry["payload_not_available"] = "offline"
+        return .object(entry)
     }
 
     /// The device block: identifiers, name (the local one when set), manufacturer, model, firmware and hardware
@@ -391,8 +402,7 @@ enum HomeAssistantDiscovery {
                                            ("model", "thing-agent scenes"),
                                            ("sw_version", .string(ThingAgentVersion.current))]))),
             ("origin", .object(origin)),
-            ("availability", .array([.object(JSONObject([("topic", .string(topics.agentStatus)),
-                                                         ("value_template", "{{ value_json.status }}")]))])),
+            ("availability", .array([availabilityEntry(topics.agentStatus, template: "{{ value_json.status }}")])),
             ("qos", 1),
             ("components", .object(components)),
         ])

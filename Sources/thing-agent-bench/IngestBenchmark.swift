@@ -88,17 +88,12 @@ struct IngestComparison {
     var raw: [(Double, Double)] = []
     var agent: [(Double, Double)] = []
 
-    var ratios: [Double] { zip(agent, raw).map { $0.0 / $1.0 }.sorted() }
-
-    static func median(_ values: [Double]) -> Double {
-        let sorted = values.sorted()
-        guard !sorted.isEmpty else { return .nan }
-        let middle = sorted.count / 2
-        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-    }
+    /// The median as the bench takes it everywhere (`Measure.percentile`, 50).
+    private static func median(_ values: [Double]) -> Double { Measure.percentile(values.sorted(), 50) }
 
     /// Adds the raw client's line and the agent's (medians, the ratio's median and range) to `report`.
     func add(to report: Report, raw rawName: String, agent agentName: String) {
+        let ratios = zip(agent, raw).map { $0.0 / $1.0 }.sorted()
         let pairs = ratios.count
         report.add(rawName, "\(format(Self.median(raw.map(\.0)))) msg/s",
                    "\(format(Self.median(raw.map(\.1)), 1)) µs CPU/msg" + (pairs > 1 ? ", median of \(pairs)" : ""))

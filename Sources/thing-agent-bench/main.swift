@@ -2,8 +2,9 @@ import Foundation
 import MQTT
 
 /// thing-agent's benchmarks: one run against one local broker, figures printed as a table.
-/// Build in release: `swift run -c release thing-agent-bench [--quick]`.
+/// Build in release: `swift run -c release thing-agent-bench [--quick]`; `--help` lists the rest.
 let arguments = CommandLine.arguments
+BenchArguments.check(arguments)
 if let index = arguments.firstIndex(of: "--load-probe"), index + 1 < arguments.count {
     try loadProbe(cache: arguments[index + 1])
     exit(0)

@@ -81,6 +81,25 @@ struct StandbyTests {
             a.kill()
             b.kill()
         }
+        do {
+            try await story(a, b, setting: setting, group: group, catalog: catalog, directory: directory, label: label)
+        } catch {
+            // A wait that ran out says only which; what each daemon and the simulator said says why.
+            Issue.record("""
+                \(error)
+                agent-a: \(a.logTail(4000))
+                agent-b: \(b.logTail(4000))
+                group metrics: a \(a.groupMetrics()), b \(b.groupMetrics())
+                messages: a \(a.messageMetrics()), b \(b.messageMetrics())
+                broker: \(setting.brokerState().joined(separator: "\n"))
+                simulator: \(((try? String(contentsOfFile: directory + "/simulate.log", encoding: .utf8)) ?? "").suffix(2000))
+                """)
+        }
+    }
+
+    /// The scenario once both instances exist: `scenario` reports a failure with their logs.
+    private static func story(_ a: GroupInstance, _ b: GroupInstance, setting: GroupSetting, group: String,
+                              catalog: String, directory: String, label: String) async throws {
         try await a.start()
         try await waitUntil(timeout: .seconds(30)) { a.role() == "active" }
         try await b.start()
@@ -93,14 +112,8 @@ struct StandbyTests {
             environment: setting.environment(setting.devices), logPath: directory + "/simulate.log")
         defer { simulator.signal(SIGKILL) }
         // A report in flight to a NATS node comes again after ack_wait (30 s): the standby's wait covers it.
-        let devices: [String]
-        do {
-            devices = try await a.onlineDevices(count: 4, within: .seconds(60))
-            #expect(try await b.onlineDevices(count: 4, within: .seconds(90)) == devices)
-        } catch {
-            Issue.record("\(error)\nsimulator: \(simulator.log.suffix(3000))\nagent-b: \(b.process.log.suffix(3000))")
-            return
-        }
+        let devices = try await a.onlineDevices(count: 4, within: .seconds(60))
+        #expect(try await b.onlineDevices(count: 4, within: .seconds(90)) == devices)
 
         // Before: the API is answered by exactly one instance, the active one.
         let before = try await setting.answers(group: group, method: "health")
@@ -193,7 +206,8 @@ extension NATSClusterTests {
                 brokers: cluster.mqttURLs,
                 agent: ["--username": "thing-agent", "THING_AGENT_PASSWORD": passwords["thing-agent"]!],
                 cli: ["--username": "thing-agent-cli", "THING_AGENT_PASSWORD": passwords["thing-agent-cli"]!],
-                devices: ["--username": "devices", "THING_AGENT_PASSWORD": passwords["devices"]!])
+                devices: ["--username": "devices", "THING_AGENT_PASSWORD": passwords["devices"]!],
+                brokerState: { cluster.consumerStates() })
             try await StandbyTests.scenario(setting, label: "NATS cluster")
         }
     }
@@ -206,6 +220,8 @@ struct GroupSetting: Sendable {
     let agent: [String: String]
     let cli: [String: String]
     let devices: [String: String]
+    /// What the broker can say of its own state, for a failure's message (the cluster's consumers).
+    var brokerState: @Sendable () -> [String] = { [] }
 
     func flags(_ user: [String: String]) -> [String] {
         user["--username"].map { ["--username", $0] } ?? []
@@ -276,6 +292,11 @@ final class GroupInstance: Sendable {
 
     var process: DaemonProcess { current.withLock { $0! } }
 
+    /// The end of the daemon's log, for a failure's message (safe before it started).
+    func logTail(_ characters: Int) -> String {
+        current.withLock { $0 }.map { String($0.log.suffix(characters)) } ?? "(not started)"
+    }
+
     func start() async throws {
         let process = try DaemonProcess(thingAgentExecutable(), [
             "run", "--config", config, "--broker", setting.brokers.joined(separator: ","), "--db", database,
@@ -308,6 +329,18 @@ final class GroupInstance: Sendable {
             .flatMap { Double($0.split(separator: " ").last ?? "") }
     }
 
+    /// The group's samples from /metrics (role, takeovers, records published and applied).
+    func groupMetrics() -> [String] {
+        metricsText().split(separator: "\n").filter { $0.hasPrefix("thing_agent_group") }.map(String.init)
+    }
+
+    /// What became of the messages the broker delivered (the non-zero outcomes and guards), for a failure's message.
+    func messageMetrics() -> [String] {
+        metricsText().split(separator: "\n").filter { line in
+            (line.hasPrefix("thing_agent_messages") || line.hasPrefix("thing_agent_guarded")) && !line.hasSuffix(" 0")
+        }.map(String.init)
+    }
+
     /// The daemon's own line about its takeover.
     func takeoverLine() -> String {
         process.log.split(separator: "\n").last { $0.contains("now the group's active one") }.map(String.init)
@@ -330,19 +363,29 @@ final class GroupInstance: Sendable {
         return result.status == 0 ? try JSONParser.parse(result.stdout) : nil
     }
 
-    /// The simulated devices, once this instance's file has `count` of them online.
+    /// The simulated devices, once this instance's file has `count` of them online with their information (the
+    /// product a link's codes are checked against). Each device publishes its status, then its information; on
+    /// the NATS cluster the second may come up to `ack_wait` (30 s) after the first (a QoS 1 message the node
+    /// did not hand over in time is sent again then), so the wait says how long the information lagged.
     func onlineDevices(count: Int, within timeout: Duration) async throws -> [String] {
         let deadline = ContinuousClock.now + timeout
+        var allOnlineAt: ContinuousClock.Instant?
         while true {
             let listed = try await cli(["devices", "--json"])
-            let ids = ((try? JSONParser.parse(listed.stdout).arrayValue) ?? []).compactMap { device -> String? in
-                guard device["online"]?.boolValue == true, let id = device["devId"]?.stringValue, id.hasPrefix("dev-")
-                else { return nil }
-                return id
+            let devices = ((try? JSONParser.parse(listed.stdout).arrayValue) ?? []).filter { device in
+                device["online"]?.boolValue == true && device["devId"]?.stringValue?.hasPrefix("dev-") == true
             }
-            if ids.count == count { return ids.sorted() }
+            if devices.count == count, allOnlineAt == nil { allOnlineAt = ContinuousClock.now }
+            let ids = devices.filter { $0["productId"]?.stringValue != nil }.compactMap { $0["devId"]?.stringValue }
+            if ids.count == count {
+                if let allOnlineAt, ContinuousClock.now - allOnlineAt > .seconds(1) {
+                    print("\(name): the devices' information came \(String(format: "%.1f", (ContinuousClock.now - allOnlineAt).seconds)) s after their status")
+                }
+                return ids.sorted()
+            }
             if ContinuousClock.now > deadline {
-                throw TestSupportError("\(name): the simulated devices did not come online: \(listed.stdout) \(listed.stderr)")
+                throw TestSupportError("\(name): the simulated devices did not come online with their information: "
+                                       + "\(listed.stdout) \(listed.stderr)\nits messages: \(messageMetrics())")
             }
             try await Task.sleep(for: .milliseconds(200))
         }

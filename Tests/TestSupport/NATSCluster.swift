@@ -174,6 +174,33 @@ public final class NATSCluster: Sendable {
 
     // MARK: JetStream's leaders
 
+    /// Each MQTT consumer's state as its leader reports it (/jsz): for a failure's message, to tell a message the
+    /// broker never handed to a client (pending, or delivered and unacknowledged) from one the client dropped.
+    public func consumerStates() -> [String] {
+        var lines: [String] = []
+        for index in nodes.indices where isRunning(index) {
+            guard let answer = try? httpRequest(port: nodes[index].monitorPort,
+                                                path: "/jsz?accounts=true&streams=true&consumers=true&leader-only=true"),
+                  let json = try? JSONParser.parse(answer.body) else { continue }
+            for account in json["account_details"]?.arrayValue ?? [] {
+                for stream in account["stream_detail"]?.arrayValue ?? [] where stream["name"] == "$MQTT_msgs" {
+                    lines.append("\(nodes[index].name) leads $MQTT_msgs, last seq \(stream["state"]?["last_seq"]?.serialized() ?? "?")")
+                }
+                for stream in account["stream_detail"]?.arrayValue ?? [] {
+                    for consumer in stream["consumer_detail"]?.arrayValue ?? [] {
+                        let fields = ["num_pending", "num_ack_pending", "num_redelivered", "num_waiting"]
+                            .map { "\($0)=\(consumer[$0]?.serialized() ?? "?")" }.joined(separator: " ")
+                        lines.append("\(nodes[index].name): \(stream["name"]?.stringValue ?? "?")/\(consumer["name"]?.stringValue ?? "?") "
+                                     + "filter=\(consumer["config"]?["filter_subject"]?.stringValue ?? "?") "
+                                     + "delivered=\(consumer["delivered"]?["stream_seq"]?.serialized() ?? "?") "
+                                     + "ackfloor=\(consumer["ack_floor"]?["stream_seq"]?.serialized() ?? "?") \(fields)")
+                    }
+                }
+            }
+        }
+        return lines
+    }
+
     /// The server name of the JetStream meta leader, as `node`'s monitoring port says (/jsz).
     public func metaLeader(via node: Int) throws -> String? {
         let answer = try httpRequest(port: nodes[node].monitorPort, path: "/jsz")

@@ -198,6 +198,14 @@ public final class NATSCluster: Sendable {
                 }
             }
         }
+        // The servers' own words on what can hold up a delivery: a store request that timed out (its publisher is
+        // then disconnected), leaders moving, lost quorum, slow read loops.
+        for index in nodes.indices {
+            for line in log(index).split(separator: "\n") where ["timeout for request", "leader", "quorum", "Readloop",
+                                                                 "Slow Consumer", "[ERR]"].contains(where: line.contains) {
+                lines.append("\(nodes[index].name) log: \(line)")
+            }
+        }
         return lines
     }
 

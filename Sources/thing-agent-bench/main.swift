@@ -39,7 +39,11 @@ if let index = arguments.firstIndex(of: "--versus-sqlite"), index + 3 < argument
 }
 let quick = arguments.contains("--quick")
 let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
-func section(_ name: String) -> Bool { only == nil || only == name }
+/// Whether the section runs; every section is one of `BenchArguments.sections` (what `--only` and `--help` know).
+func section(_ name: String) -> Bool {
+    precondition(BenchArguments.sections.contains(name), "section \(name) is missing from BenchArguments.sections")
+    return only == nil || only == name
+}
 let binDirectory = URL(fileURLWithPath: arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
 let report = Report()
 /// The toolchain-linked `thing-agent` beside the bench, and the packaged static one when `scripts/package` built it.

@@ -31,37 +31,59 @@ enum BenchArguments {
         docs/performance.md says what each figure means and the figures of the last full run.
         """
 
-    /// Flags that take no value, and flags that take the next argument.
-    private static let switches: Set<String> = ["--quick", "--receive-path", "--scrape", "--memory-only"]
-    private static let valued: Set<String> = ["--only", "--rounds", "--count"]
     /// Modes that take their own positional arguments (checked where they are read).
     private static let modes: Set<String> = ["--load-probe", "--make-cache", "--info-process", "--versus-sqlite"]
 
-    /// Exits with the usage on `--help`, or with a one-line error and status 2 on a flag or value it does not know.
-    static func check(_ arguments: [String]) {
+    /// What the command line asks for (outside the modes, which read their own positional arguments).
+    struct Options {
+        var quick = false
+        var only: String?
+        var rounds: Int?
+        var count: Int?
+        var receivePath = false
+        var scrape = false
+        var memoryOnly = false
+    }
+
+    /// The command line read once: exits with the usage on `--help`, or with a one-line error and status 2 on a
+    /// flag or value it does not know.
+    static func parse(_ arguments: [String]) -> Options {
         let rest = Array(arguments.dropFirst())
         if rest.contains("--help") || rest.contains("-h") {
             print(usage)
             exit(0)
         }
-        if rest.contains(where: modes.contains) { return }
+        var options = Options()
+        if rest.contains(where: modes.contains) { return options }
         var index = 0
         while index < rest.count {
             let argument = rest[index]
-            if valued.contains(argument) {
+            switch argument {
+            case "--quick": options.quick = true
+            case "--receive-path": options.receivePath = true
+            case "--scrape": options.scrape = true
+            case "--memory-only": options.memoryOnly = true
+            case "--only", "--rounds", "--count":
                 guard index + 1 < rest.count else { fail("\(argument) needs a value") }
                 let value = rest[index + 1]
-                if argument == "--only", !sections.contains(value) {
-                    fail("no section \"\(value)\"; the sections: \(sections.joined(separator: ", "))")
-                }
-                if argument != "--only", (Int(value) ?? 0) < 1 { fail("\(argument) takes a whole number above 0, not \"\(value)\"") }
-                index += 2
-            } else if switches.contains(argument) {
                 index += 1
-            } else {
+                if argument == "--only" {
+                    guard sections.contains(value) else {
+                        fail("no section \"\(value)\"; the sections: \(sections.joined(separator: ", "))")
+                    }
+                    options.only = value
+                    break
+                }
+                guard let number = Int(value), number >= 1 else {
+                    fail("\(argument) takes a whole number above 0, not \"\(value)\"")
+                }
+                if argument == "--rounds" { options.rounds = number } else { options.count = number }
+            default:
                 fail("unknown argument \"\(argument)\" (see --help)")
             }
+            index += 1
         }
+        return options
     }
 
     private static func fail(_ message: String) -> Never {

@@ -4,7 +4,7 @@ import MQTT
 /// thing-agent's benchmarks: one run against one local broker, figures printed as a table.
 /// Build in release: `swift run -c release thing-agent-bench [--quick]`; `--help` lists the rest.
 let arguments = CommandLine.arguments
-BenchArguments.check(arguments)
+let options = BenchArguments.parse(arguments)
 if let index = arguments.firstIndex(of: "--load-probe"), index + 1 < arguments.count {
     try loadProbe(cache: arguments[index + 1])
     exit(0)
@@ -37,8 +37,8 @@ if let index = arguments.firstIndex(of: "--versus-sqlite"), index + 3 < argument
     versus.printTable()
     exit(0)
 }
-let quick = arguments.contains("--quick")
-let only = arguments.firstIndex(of: "--only").flatMap { $0 + 1 < arguments.count ? arguments[$0 + 1] : nil }
+let quick = options.quick
+let only = options.only
 /// Whether the section runs; every section is one of `BenchArguments.sections` (what `--only` and `--help` know).
 func section(_ name: String) -> Bool {
     precondition(BenchArguments.sections.contains(name), "section \(name) is missing from BenchArguments.sections")
@@ -57,11 +57,11 @@ let directory = try benchDirectory("thing-agent-bench")
 defer { try? FileManager.default.removeItem(atPath: directory) }
 
 // No broker: the receive path alone, also under valgrind (which cannot follow the broker's start).
-if CommandLine.arguments.contains("--receive-path") {
-    let count = CommandLine.arguments.firstIndex(of: "--count").map { Int(CommandLine.arguments[$0 + 1]) ?? 0 } ?? 200_000
+if options.receivePath {
+    let count = options.count ?? 200_000
     let messages = propertyReports(count: count, devices: 1000)
     let path = ReceivePathBenchmark(directory: directory)
-    if !CommandLine.arguments.contains("--memory-only") {
+    if !options.memoryOnly {
         report.add("receive path, QoS 1 property report, cached to SQLite", "\(format(try await path.run(messages), 2)) µs/msg")
     }
     report.add("receive path, property report, memory only", "\(format(try await path.run(messages, store: false), 2)) µs/msg")
@@ -71,8 +71,8 @@ if CommandLine.arguments.contains("--receive-path") {
 }
 
 // No broker either: the receive path while the metrics are rendered.
-if CommandLine.arguments.contains("--scrape") {
-    let count = CommandLine.arguments.firstIndex(of: "--count").map { Int(CommandLine.arguments[$0 + 1]) ?? 0 } ?? 200_000
+if options.scrape {
+    let count = options.count ?? 200_000
     let scrape = try await ScrapeBenchmark(directory: directory).run(propertyReports(count: count, devices: 1000))
     report.add("receive path alone, QoS 1 property report, cached to SQLite", "\(format(scrape.alone, 2)) µs/msg")
     report.add("receive path while the metrics are rendered every 10 ms", "\(format(scrape.everyTenMilliseconds, 2)) µs/msg")
@@ -92,8 +92,7 @@ print("ingest (backlog drained through a persistent session)")
 let count = quick ? 20_000 : 100_000
 let ingest = IngestBenchmark(broker: broker, directory: directory)
 // Alternated pairs: the ratio is their median (`--rounds N`, 3 by default, 1 with --quick).
-let rounds = arguments.firstIndex(of: "--rounds").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
-    ?? (quick ? 1 : 3)
+let rounds = options.rounds ?? (quick ? 1 : 3)
 let shapes: [(name: String, messages: [(topic: String, payload: [UInt8])], filter: String, qos: QoS, dialects: [String])] = [
     ("QoS 1 property reports", propertyReports(count: count, devices: 1000), "things/+/thing/properties",
      .atLeastOnce, ["native"]),

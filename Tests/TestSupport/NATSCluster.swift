@@ -183,10 +183,10 @@ public final class NATSCluster: Sendable {
                                                 path: "/jsz?accounts=true&streams=true&consumers=true&leader-only=true"),
                   let json = try? JSONParser.parse(answer.body) else { continue }
             for account in json["account_details"]?.arrayValue ?? [] {
-                for stream in account["stream_detail"]?.arrayValue ?? [] where stream["name"] == "$MQTT_msgs" {
-                    lines.append("\(nodes[index].name) leads $MQTT_msgs, last seq \(stream["state"]?["last_seq"]?.serialized() ?? "?")")
-                }
                 for stream in account["stream_detail"]?.arrayValue ?? [] {
+                    if stream["name"] == "$MQTT_msgs" {
+                        lines.append("\(nodes[index].name) leads $MQTT_msgs, last seq \(stream["state"]?["last_seq"]?.serialized() ?? "?")")
+                    }
                     for consumer in stream["consumer_detail"]?.arrayValue ?? [] {
                         let fields = ["num_pending", "num_ack_pending", "num_redelivered", "num_waiting"]
                             .map { "\($0)=\(consumer[$0]?.serialized() ?? "?")" }.joined(separator: " ")
